@@ -1,0 +1,173 @@
+"""The one ``fit`` template shared by every DP estimator.
+
+``fit`` always runs the same steps, in this order:
+
+1. validate the parameters (nothing is read from the data);
+2. check that the accountant can afford the release (needs only the public
+   n and the target (epsilon, delta)), before any data value is read;
+3. validate the data and clip it to the public bounds (rows to
+   ``feature_norm``, labels to ``y_bound``);
+4. calibrate the mechanism (public quantities only) and charge the
+   accountant, atomically; a refusal raises and trains nothing;
+5. train, then set the fitted attributes and the privacy record.
+
+Concrete estimators only say which loss they minimize and how labels are
+encoded (:meth:`_encode_targets`).
+"""
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, _fit_context
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
+
+from ._objective import GLMObjective, PublicProblem
+from .mechanisms import MECHANISMS, calibrate, train
+from .mechanisms.noisy_gd import default_max_iter
+from .privacy.accountant import PrivacyAccountant, get_default_accountant
+from .privacy.calibration import gdp_mu
+from .privacy.events import GaussianEvent, compose
+
+
+def default_delta(n_samples):
+    """Default delta: ``min(1e-5, n**-1.5)``, well below ``1/n``.
+
+    A mechanism that publishes each record with probability delta is
+    (0, delta)-DP, so delta must be small next to ``1/n``; ``n**-1.5`` leaves
+    an expected ``n**-0.5`` such leaks at worst, and 1e-5 caps it for small n.
+    """
+    return float(min(1e-5, max(n_samples, 1) ** -1.5))
+
+
+def _rng(random_state):
+    """A numpy Generator from ``random_state`` (None: seeded by the OS)."""
+    if isinstance(random_state, np.random.Generator):
+        return random_state
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
+    return np.random.default_rng(random_state)
+
+
+class _BaseDPGLM(BaseEstimator):
+    """Base class of the DP GLM estimators; not for direct use."""
+
+    _parameter_constraints: dict = {
+        "epsilon": [Interval(Real, 0, np.inf, closed="right")],
+        "delta": [Interval(Real, 0, 1, closed="neither"), None],
+        "feature_norm": [Interval(Real, 0, np.inf, closed="neither")],
+        "norm_bound": [Interval(Real, 0, np.inf, closed="neither")],
+        "fit_intercept": ["boolean"],
+        "max_iter": [Interval(Integral, 1, None, closed="left"), None],
+        "method": [StrOptions(set(MECHANISMS))],
+        "random_state": ["random_state"],
+        "accountant": [PrivacyAccountant, None],
+    }
+
+    # -- hooks for concrete estimators ------------------------------------
+    def _encode_targets(self, y):
+        """Return ``(loss, y_encoded, y_bound, y_offset)``; set label attributes."""
+        raise NotImplementedError
+
+    # -- the template -------------------------------------------------------
+    def _accountant(self):
+        return self.accountant if self.accountant is not None else get_default_accountant()
+
+    def _target_privacy(self, n_samples):
+        delta = default_delta(n_samples) if self.delta is None else float(self.delta)
+        return float(self.epsilon), delta
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Fit the model with an (epsilon, delta)-DP guarantee.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data. Rows with norm above ``feature_norm`` are scaled
+            down to it (clipping); nothing is computed from X without noise.
+        y : array-like of shape (n_samples,)
+            Targets.
+
+        Returns
+        -------
+        self : object
+            Fitted estimator.
+
+        Raises
+        ------
+        BudgetExceededError
+            If the accountant cannot afford (epsilon, delta); nothing is
+            trained and the estimator stays unfitted.
+        """
+        accountant = self._accountant()
+        epsilon, delta = self._target_privacy(_num_samples(X))
+        # Fail fast, before any data value is read: every mechanism is
+        # calibrated to exactly (epsilon, delta), i.e. one mu-GDP release.
+        accountant.check([GaussianEvent(mu=gdp_mu(epsilon, delta))])
+
+        X, y = validate_data(
+            self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
+            y_numeric=not self._is_classifier(),
+        )
+        loss, y_enc, y_bound, y_offset = self._encode_targets(y)
+        problem = PublicProblem(
+            loss=loss,
+            n_samples=X.shape[0],
+            n_features=X.shape[1],
+            feature_norm=float(self.feature_norm),
+            intercept_feature=self._intercept_feature(X.shape[1]),
+            y_bound=y_bound,
+            norm_bound=float(self.norm_bound),
+        )
+        method = self.method if np.isfinite(epsilon) else "non_private"
+        max_iter = (default_max_iter(problem.n_samples, gdp_mu(epsilon, delta))
+                    if self.max_iter is None else self.max_iter)
+        calibration = calibrate(method, problem, epsilon, delta, max_iter=max_iter)
+
+        accountant.spend(calibration.events, source=f"{type(self).__name__}(method={method!r})")
+        theta, n_iter = train(method, GLMObjective(problem, X, y_enc), calibration,
+                              _rng(self.random_state))
+
+        self._set_coef(theta, problem, y_offset)
+        self.n_iter_ = int(n_iter)
+        self.method_ = method
+        self.privacy_events_ = list(calibration.events)
+        self.privacy_spent_ = (float(compose(self.privacy_events_, delta)), delta)
+        return self
+
+    def _intercept_feature(self, n_features):
+        """The constant public feature c appended to each row (SPEC 1).
+
+        ``c = feature_norm``: the intercept direction is then as stiff as the
+        stiffest direction a row can have, so the fixed step of gradient
+        descent moves it quickly (on the benchmark, smaller c left the
+        intercept far from its optimum after T steps), at the price of
+        ``||x_aug|| <= sqrt(2) * feature_norm`` in the sensitivity.
+        """
+        if not self.fit_intercept:
+            return 0.0
+        return float(self.feature_norm)
+
+    def _set_coef(self, theta, problem, y_offset):
+        d = problem.n_features
+        coef = theta[:d].T  # (K, d)
+        intercept = (problem.intercept_feature * theta[d] if problem.fit_intercept
+                     else np.zeros(theta.shape[1]))
+        self.coef_ = coef
+        self.intercept_ = intercept + y_offset
+
+    def _is_classifier(self):
+        return False
+
+    def _decision(self, X):
+        check_is_fitted(self)
+        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32],
+                          reset=False)
+        return np.asarray(X @ self.coef_.T) + self.intercept_
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.non_deterministic = False  # deterministic given random_state
+        return tags

@@ -1,0 +1,5 @@
+"""Differentially private linear models."""
+
+from ._glm import DPHuberRegressor, DPLinearRegression, DPLogisticRegression
+
+__all__ = ["DPHuberRegressor", "DPLinearRegression", "DPLogisticRegression"]

@@ -1,0 +1,28 @@
+"""Pieces shared by the mechanisms: projection and the calibration record."""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def project_ball(theta, radius):
+    """Euclidean (Frobenius) projection onto ``{||theta|| <= radius}``."""
+    norm = np.linalg.norm(theta)
+    if norm > radius:
+        return theta * (radius / norm)
+    return theta
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """What a mechanism decided before touching data.
+
+    ``sigma`` is the standard deviation of each noise draw, ``events`` the
+    privacy cost of the whole release (what the accountant is charged), and
+    ``params`` any other public quantity the mechanism fixed (step count,
+    projection dimension, regularization...).
+    """
+
+    sigma: float
+    events: tuple
+    params: dict = field(default_factory=dict)

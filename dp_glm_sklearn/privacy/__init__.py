@@ -1,0 +1,39 @@
+"""Privacy calibration, events and accounting.
+
+- :mod:`~dp_glm_sklearn.privacy.calibration`: exact Gaussian calibration
+  (SPEC section 2), the only source of the library's privacy numbers;
+- :mod:`~dp_glm_sklearn.privacy.events`: what a release costs, and the
+  composition of a ledger of releases;
+- :mod:`~dp_glm_sklearn.privacy.accountant`: a budget shared by the releases
+  of an analysis.
+"""
+
+from .accountant import (
+    BudgetExceededError,
+    PrivacyAccountant,
+    PrivacyLeakWarning,
+    SpendRecord,
+    default_accountant,
+    get_default_accountant,
+)
+from .calibration import gaussian_sigma, gdp_delta, gdp_epsilon, gdp_mu, papers_sigma
+from .events import ApproxDPEvent, GaussianEvent, PureDPEvent, compose, total_mu
+
+__all__ = [
+    "ApproxDPEvent",
+    "BudgetExceededError",
+    "GaussianEvent",
+    "PrivacyAccountant",
+    "PrivacyLeakWarning",
+    "PureDPEvent",
+    "SpendRecord",
+    "compose",
+    "default_accountant",
+    "gaussian_sigma",
+    "gdp_delta",
+    "gdp_epsilon",
+    "gdp_mu",
+    "get_default_accountant",
+    "papers_sigma",
+    "total_mu",
+]

@@ -1,0 +1,427 @@
+"""A privacy budget shared by every release of an analysis (SPEC section 7).
+
+A :class:`PrivacyAccountant` holds a budget (epsilon, delta) and a ledger of
+the releases charged to it.  Estimators check the budget before they touch
+the data and record their events when they release something; the total is
+always recomputed from the whole ledger by :func:`~.events.compose`, so
+Gaussian releases compose exactly.
+"""
+
+import os
+import threading
+import uuid
+import weakref
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from .calibration import _check_real
+from .events import _as_event_tuple, compose
+
+__all__ = [
+    "BudgetExceededError",
+    "PrivacyAccountant",
+    "PrivacyLeakWarning",
+    "SpendRecord",
+    "default_accountant",
+    "get_default_accountant",
+]
+
+# Relative slack on the budget, so that a ledger spending exactly the budget
+# (up to the solver's rounding) is accepted.
+_BUDGET_RTOL = 1e-9
+
+
+class BudgetExceededError(RuntimeError):
+    """A release would make the privacy spent exceed the accountant's budget.
+
+    Raised before anything is released or recorded.
+    """
+
+
+class PrivacyLeakWarning(UserWarning):
+    """Something weakens the privacy guarantee the user asked for.
+
+    For example, a public bound that was computed from the data.
+    """
+
+
+@dataclass(frozen=True)
+class SpendRecord:
+    """One charge of a :class:`PrivacyAccountant`.
+
+    Attributes
+    ----------
+    events : tuple of events
+        What the release cost.
+    source : str or None
+        Who released it (e.g. ``"DPLogisticRegression.fit"``).
+    timestamp : datetime.datetime
+        When it was recorded (local time, timezone-aware).
+    total_epsilon : float
+        Epsilon of the whole ledger after this charge, at the accountant's
+        delta.
+    """
+
+    events: tuple
+    source: str | None
+    timestamp: datetime
+    total_epsilon: float
+
+
+# Accountants alive in this process, by uid, so that unpickling a copy in the
+# process of its original gives back the original.
+_REGISTRY = weakref.WeakValueDictionary()
+_REGISTRY_LOCK = threading.Lock()
+
+
+def _restore_accountant(uid, home_pid, state):
+    """Unpickle an accountant; see "Copies and processes" in PrivacyAccountant."""
+    with _REGISTRY_LOCK:
+        if home_pid == os.getpid():
+            original = _REGISTRY.get(uid)
+            if original is not None:
+                return original
+        accountant = PrivacyAccountant.__new__(PrivacyAccountant)
+        accountant._epsilon = state["epsilon"]
+        accountant._delta = state["delta"]
+        accountant._records = list(state["records"])
+        accountant._lock = threading.Lock()
+        accountant._uid = uid
+        accountant._home_pid = home_pid
+        if home_pid == os.getpid():
+            _REGISTRY[uid] = accountant
+        return accountant
+
+
+class PrivacyAccountant:
+    """A privacy budget and the ledger of the releases charged to it.
+
+    Every charge is a list of privacy events (see
+    :mod:`dp_glm_sklearn.privacy.events`).  The privacy spent is the epsilon of
+    the adaptive composition of all the events recorded so far, at the
+    accountant's ``delta`` (:func:`~dp_glm_sklearn.privacy.compose`: exact for
+    Gaussian releases).  A charge that would make it exceed ``epsilon`` is
+    refused with :class:`BudgetExceededError` and nothing is recorded.
+    :meth:`spend` checks and records under one lock, so threads can share an
+    accountant.
+
+    Parameters
+    ----------
+    epsilon : float, default=np.inf
+        Budget: the largest total epsilon allowed, in ``[0, inf]``.
+    delta : float, default=1e-6
+        The delta at which the total is measured, in ``[0, 1]``.  Use
+        ``delta`` well below ``1 / n_samples``.
+
+    Attributes
+    ----------
+    epsilon : float
+        The epsilon budget (read-only).
+    delta : float
+        The delta of the budget (read-only).
+
+    Notes
+    -----
+    **Copies and processes.**  An accountant stands for one budget, so it
+    must never be silently duplicated: if ``sklearn.base.clone`` (which
+    deep-copies parameters that are not estimators) made a copy, a
+    ``GridSearchCV`` or ``cross_val_score`` would charge copies and the user's
+    accountant would record nothing, the bug seen in other DP libraries.
+    Hence:
+
+    - ``copy.copy``, ``copy.deepcopy`` and ``clone`` return the accountant
+      itself.
+    - Pickling and unpickling in the same process, while the original is
+      alive, returns the original.
+    - Unpickled in another process (e.g. a joblib ``loky`` worker), it is
+      *detached*: it can be read (:meth:`spent`, :meth:`report`, ...), but
+      :meth:`check` and :meth:`spend` raise a RuntimeError, since a charge
+      made there could never reach the original.  Fit with ``n_jobs=1`` or
+      a threading backend instead.  The same holds for an accountant that a
+      forked child process inherits.  A detached copy sent back to the
+      original's process (e.g. inside a fitted estimator) becomes the
+      original again.
+    - Unpickled in the process it was created in after the original was
+      garbage collected (a saved session), it is restored as a working
+      accountant with its ledger.  Loaded by another process, a saved
+      accountant is detached like any other copy.
+
+    Examples
+    --------
+    >>> from dp_glm_sklearn.privacy import GaussianEvent, PrivacyAccountant
+    >>> acc = PrivacyAccountant(epsilon=3.0, delta=1e-6)
+    >>> eps, delta = acc.spend([GaussianEvent(mu=0.3)], source="example")
+    >>> round(eps, 4), delta
+    (1.2917, 1e-06)
+    >>> round(acc.remaining()[0], 4)
+    1.7083
+    """
+
+    def __init__(self, epsilon=np.inf, delta=1e-6):
+        self._epsilon = _check_real("epsilon", epsilon)
+        self._delta = _check_real("delta", delta, high=1.0)
+        self._records = []
+        self._lock = threading.Lock()
+        self._uid = uuid.uuid4().hex
+        self._home_pid = os.getpid()
+        with _REGISTRY_LOCK:
+            _REGISTRY[self._uid] = self
+
+    @property
+    def epsilon(self):
+        """The epsilon budget."""
+        return self._epsilon
+
+    @property
+    def delta(self):
+        """The delta at which spending is measured."""
+        return self._delta
+
+    @property
+    def history(self):
+        """List of the :class:`SpendRecord` of every charge, oldest first."""
+        with self._lock:
+            return list(self._records)
+
+    @property
+    def events(self):
+        """Flat list of all the events recorded, oldest first."""
+        with self._lock:
+            return self._all_events()
+
+    def _all_events(self):
+        return [event for record in self._records for event in record.events]
+
+    def _spent_epsilon(self):
+        return self._records[-1].total_epsilon if self._records else 0.0
+
+    def _ensure_attached(self):
+        if os.getpid() != self._home_pid:
+            raise RuntimeError(
+                "this PrivacyAccountant was copied to another process (process "
+                f"{os.getpid()}, original in process {self._home_pid}); charges "
+                "made there could not reach the original. Fit with n_jobs=1 or "
+                "a threading backend (joblib.parallel_backend('threading'))."
+            )
+
+    def _check_locked(self, events):
+        """Return the total epsilon after ``events``, or raise if over budget."""
+        self._ensure_attached()
+        total = compose(self._all_events() + list(events), self._delta)
+        if total > self._epsilon * (1.0 + _BUDGET_RTOL):
+            raise BudgetExceededError(
+                f"privacy budget exceeded: budget (epsilon={self._epsilon:.6g}, "
+                f"delta={self._delta:.3g}); already spent "
+                f"epsilon={self._spent_epsilon():.6g}; this request costs "
+                f"epsilon={compose(events, self._delta):.6g} on its own; the "
+                f"total would be epsilon={total:.6g}. Nothing was recorded."
+            )
+        return total
+
+    def check(self, events):
+        """Raise if charging ``events`` would exceed the budget; record nothing.
+
+        Parameters
+        ----------
+        events : event or iterable of events
+            The cost of the planned release.
+
+        Raises
+        ------
+        BudgetExceededError
+            If the total after the charge would exceed ``epsilon``.
+        RuntimeError
+            If the accountant is detached (see "Copies and processes").
+        """
+        events = _as_event_tuple(events)
+        with self._lock:
+            self._check_locked(events)
+
+    def spend(self, events, source=None):
+        """Check the budget, then record ``events``, atomically.
+
+        Parameters
+        ----------
+        events : event or iterable of events
+            The cost of the release.
+        source : str, default=None
+            Who released it, for :meth:`report` (e.g. ``"DPLinearRegression.fit"``).
+
+        Returns
+        -------
+        spent : tuple of (float, float)
+            The total (epsilon, delta) after the charge.
+
+        Raises
+        ------
+        BudgetExceededError
+            If the total would exceed ``epsilon``; nothing is recorded.
+        RuntimeError
+            If the accountant is detached (see "Copies and processes").
+        """
+        events = _as_event_tuple(events)
+        if source is not None and not isinstance(source, str):
+            raise TypeError(f"source must be a str or None, got {source!r}.")
+        with self._lock:
+            total = self._check_locked(events)
+            self._records.append(SpendRecord(events, source, datetime.now().astimezone(), total))
+        return total, self._delta
+
+    def spent(self):
+        """Total (epsilon, delta) spent so far; epsilon is measured at ``delta``."""
+        with self._lock:
+            return self._spent_epsilon(), self._delta
+
+    def remaining(self):
+        """Budget left: (epsilon budget minus epsilon spent, never negative; delta)."""
+        epsilon_spent, delta = self.spent()
+        return max(0.0, self._epsilon - epsilon_spent), delta
+
+    def report(self):
+        """A table of the releases, their costs and the running total.
+
+        One row per charge: time, source, events, the charge's own epsilon
+        and the total epsilon after it, both at the accountant's delta.
+
+        Returns
+        -------
+        report : pandas.DataFrame or str
+            A DataFrame when pandas is installed (budget and totals in its
+            ``attrs``), else the same table as text with a summary line.
+        """
+        records = self.history
+        columns = ["time", "source", "events", "epsilon", "total epsilon"]
+        rows = [
+            [
+                record.timestamp.strftime("%Y-%m-%d %H:%M:%S"),
+                record.source or "",
+                ", ".join(map(repr, record.events)),
+                compose(record.events, self._delta),
+                record.total_epsilon,
+            ]
+            for record in records
+        ]
+        epsilon_spent = records[-1].total_epsilon if records else 0.0
+        summary = {
+            "budget": (self._epsilon, self._delta),
+            "spent": (epsilon_spent, self._delta),
+            "remaining": (max(0.0, self._epsilon - epsilon_spent), self._delta),
+        }
+        try:
+            import pandas as pd
+        except ImportError:
+            return _format_table(columns, rows, summary)
+        frame = pd.DataFrame(rows, columns=columns)
+        frame.index = pd.RangeIndex(1, len(rows) + 1, name="release")
+        frame.attrs.update(summary)
+        return frame
+
+    def __repr__(self):
+        detached = ", detached" if os.getpid() != self._home_pid else ""
+        return (
+            f"PrivacyAccountant(epsilon={self._epsilon!r}, delta={self._delta!r}, "
+            f"spent={self.spent()[0]:.4g}{detached})"
+        )
+
+    def __copy__(self):
+        # A copy would record charges that the user's accountant never sees.
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        with self._lock:
+            state = {
+                "epsilon": self._epsilon,
+                "delta": self._delta,
+                "records": tuple(self._records),
+            }
+        return _restore_accountant, (self._uid, self._home_pid, state)
+
+
+def _format_table(columns, rows, summary):
+    """Plain-text version of :meth:`PrivacyAccountant.report`."""
+    cells = [columns] + [[row[0], row[1], row[2], f"{row[3]:.6g}", f"{row[4]:.6g}"] for row in rows]
+    widths = [max(len(str(line[i])) for line in cells) for i in range(len(columns))]
+    lines = [
+        "  ".join(str(c).ljust(w) for c, w in zip(line, widths, strict=True)) for line in cells
+    ]
+    budget, spent, remaining = summary["budget"], summary["spent"], summary["remaining"]
+    lines.append(
+        f"budget epsilon={budget[0]:.6g}, spent epsilon={spent[0]:.6g}, "
+        f"remaining epsilon={remaining[0]:.6g}, all at delta={budget[1]:.3g}"
+    )
+    return "\n".join(lines)
+
+
+_DEFAULT_LOCK = threading.Lock()
+_default = None
+
+
+def _default_locked():
+    global _default
+    if _default is None:
+        _default = PrivacyAccountant()
+    return _default
+
+
+def get_default_accountant():
+    """The process-wide accountant used by estimators given ``accountant=None``.
+
+    It has an infinite epsilon budget and ``delta=1e-6``: it never refuses,
+    but it records every release, so :meth:`PrivacyAccountant.report` shows
+    what an analysis spent.  It belongs to its process: an estimator with
+    ``accountant=None`` fitted in a worker process (e.g. joblib's ``loky``
+    backend) is charged to that worker's own default, which this process
+    never sees.  Pass an explicit accountant to have such fits refused
+    instead (see "Copies and processes" in :class:`PrivacyAccountant`).
+
+    Returns
+    -------
+    accountant : PrivacyAccountant
+    """
+    with _DEFAULT_LOCK:
+        return _default_locked()
+
+
+@contextmanager
+def default_accountant(accountant):
+    """Make ``accountant`` the default accountant inside a ``with`` block.
+
+    The previous default is restored on exit.  The default is a process-wide
+    global, not a thread-local or context variable: while the block runs,
+    other threads and asynchronous tasks see ``accountant`` as the default too.
+
+    Parameters
+    ----------
+    accountant : PrivacyAccountant
+        The accountant to charge when an estimator has ``accountant=None``.
+
+    Yields
+    ------
+    accountant : PrivacyAccountant
+
+    Examples
+    --------
+    >>> from dp_glm_sklearn.privacy import (
+    ...     PrivacyAccountant, default_accountant, get_default_accountant)
+    >>> budget = PrivacyAccountant(epsilon=1.0)
+    >>> with default_accountant(budget):
+    ...     get_default_accountant() is budget
+    True
+    """
+    if not isinstance(accountant, PrivacyAccountant):
+        raise TypeError(f"accountant must be a PrivacyAccountant, got {accountant!r}.")
+    global _default
+    with _DEFAULT_LOCK:
+        previous = _default_locked()
+        _default = accountant
+    try:
+        yield accountant
+    finally:
+        with _DEFAULT_LOCK:
+            _default = previous

@@ -1,0 +1,168 @@
+"""Tests of the exact Gaussian calibration (SPEC section 2)."""
+
+import math
+
+import mpmath
+import numpy as np
+import pytest
+from dp_accounting import get_epsilon_gaussian, get_sigma_gaussian
+from dp_accounting.pld import privacy_loss_distribution
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dp_glm_sklearn.privacy import (
+    gaussian_sigma,
+    gdp_delta,
+    gdp_epsilon,
+    gdp_mu,
+    papers_sigma,
+)
+
+EPSILONS = np.logspace(np.log10(0.01), np.log10(50), 12)
+DELTAS = np.logspace(-12, -2, 6)
+# The range over which the solvers must bracket their roots.
+WIDE_EPSILONS = np.logspace(-3, 2, 9)
+WIDE_DELTAS = [1e-15, 1e-12, 1e-9, 1e-6, 1e-3, 0.1, 0.5]
+
+
+@pytest.mark.parametrize("delta", DELTAS)
+@pytest.mark.parametrize("epsilon", EPSILONS)
+def test_sigma_matches_dp_accounting(epsilon, delta):
+    expected = get_sigma_gaussian(epsilon, delta, tol=1e-14)
+    assert gaussian_sigma(1.0, epsilon, delta) == pytest.approx(expected, rel=1e-6)
+    assert 1.0 / gdp_mu(epsilon, delta) == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize("delta", DELTAS)
+@pytest.mark.parametrize("mu", [0.05, 0.3, 1.0, 3.0, 10.0])
+def test_epsilon_matches_dp_accounting(mu, delta):
+    expected = get_epsilon_gaussian(1.0 / mu, delta, tol=1e-14)
+    assert gdp_epsilon(mu, delta) == pytest.approx(expected, rel=1e-6, abs=1e-12)
+
+
+@pytest.mark.parametrize("delta", WIDE_DELTAS)
+@pytest.mark.parametrize("epsilon", WIDE_EPSILONS)
+def test_round_trips(epsilon, delta):
+    mu = gdp_mu(epsilon, delta)
+    assert 0 < mu < math.inf
+    assert gdp_delta(epsilon, mu) == pytest.approx(delta, rel=1e-9)
+    assert gdp_epsilon(mu, delta) == pytest.approx(epsilon, rel=1e-9)
+    assert gdp_mu(gdp_epsilon(mu, delta), delta) == pytest.approx(mu, rel=1e-9)
+
+
+@pytest.mark.parametrize("epsilon, mu", [(30.0, 2.0), (60.0, 3.0), (5.0, 0.5)])
+def test_delta_is_accurate_where_it_is_tiny(epsilon, mu):
+    # The naive difference of two CDFs cancels to 0 or garbage here.
+    mpmath.mp.dps = 60
+    a = mpmath.mpf(-epsilon) / mu + mpmath.mpf(mu) / 2
+    exact = mpmath.ncdf(a) - mpmath.exp(epsilon) * mpmath.ncdf(a - mu)
+    assert 0 < exact < 1e-10
+    assert gdp_delta(epsilon, mu) == pytest.approx(float(exact), rel=1e-9)
+
+
+def test_special_values():
+    assert gdp_delta(1.0, 0.0) == 0.0
+    assert gdp_delta(1.0, math.inf) == 1.0
+    assert gdp_delta(math.inf, 1.0) == 0.0
+    assert gdp_delta(0.0, 1.0) == pytest.approx(2 * 0.6914624612740131 - 1, rel=1e-12)
+    assert gdp_mu(math.inf, 1e-6) == math.inf
+    assert gdp_mu(1.0, 0.0) == 0.0
+    assert gdp_mu(1.0, 1.0) == math.inf
+    assert gdp_epsilon(math.inf, 1e-6) == math.inf
+    assert gdp_epsilon(0.0, 1e-6) == 0.0
+    assert gdp_epsilon(1.0, 0.0) == math.inf
+    # mu small enough that (0, delta)-DP already holds.
+    assert gdp_epsilon(1e-7, 1e-6) == 0.0
+    assert gaussian_sigma(1.0, math.inf, 1e-6) == 0.0
+    assert gaussian_sigma(0.0, 1.0, 1e-6) == 0.0
+
+
+@pytest.mark.parametrize("n_compositions", [1, 4, 1000])
+def test_composed_sigma_spends_exactly_the_target(n_compositions):
+    sensitivity, epsilon, delta = 0.02, 0.7, 1e-7
+    sigma = gaussian_sigma(sensitivity, epsilon, delta, n_compositions=n_compositions)
+    assert sigma == pytest.approx(
+        math.sqrt(n_compositions) * gaussian_sigma(sensitivity, epsilon, delta), rel=1e-12
+    )
+    mu_total = math.sqrt(n_compositions) * sensitivity / sigma
+    assert gdp_epsilon(mu_total, delta) == pytest.approx(epsilon, rel=1e-9)
+
+
+def test_papers_formula_is_wrong_as_the_spec_says():
+    delta = 1e-5
+    variance_ratio = {
+        eps: (papers_sigma(1.0, eps, delta) / gaussian_sigma(1.0, eps, delta)) ** 2
+        for eps in (0.1, 1.0, 10.0)
+    }
+    assert round(variance_ratio[0.1], 2) == 2.44
+    assert round(variance_ratio[1.0], 2) == 1.65
+    # At epsilon = 10 the papers add too little noise: the claim is false.
+    assert variance_ratio[10.0] < 1
+    actual_epsilon = gdp_epsilon(1.0 / papers_sigma(1.0, 10.0, delta), delta)
+    assert round(actual_epsilon, 2) == 10.52
+    assert actual_epsilon > 10
+
+
+@pytest.mark.parametrize("mu, delta", [(0.5, 1e-5), (2.0, 1e-6)])
+def test_agrees_with_dp_accounting_pld(mu, delta):
+    pld = privacy_loss_distribution.from_gaussian_mechanism(
+        standard_deviation=1.0 / mu, value_discretization_interval=1e-4
+    )
+    pld_epsilon = pld.get_epsilon_for_delta(delta)
+    exact = gdp_epsilon(mu, delta)
+    # The PLD is pessimistic: never below the exact value, and close to it.
+    assert exact <= pld_epsilon + 1e-12
+    assert pld_epsilon == pytest.approx(exact, rel=1e-3)
+    assert pld.get_delta_for_epsilon(exact) == pytest.approx(delta, rel=1e-2)
+
+
+@pytest.mark.parametrize(
+    "call, name",
+    [
+        (lambda: gdp_delta(-0.1, 1.0), "epsilon"),
+        (lambda: gdp_delta(1.0, -1.0), "mu"),
+        (lambda: gdp_delta(float("nan"), 1.0), "epsilon"),
+        (lambda: gdp_mu(1.0, 1.5), "delta"),
+        (lambda: gdp_mu("1.0", 1e-5), "epsilon"),
+        (lambda: gdp_mu(True, 1e-5), "epsilon"),
+        (lambda: gdp_epsilon(1.0, -1e-5), "delta"),
+        (lambda: gaussian_sigma(-1.0, 1.0, 1e-5), "sensitivity"),
+        (lambda: gaussian_sigma(math.inf, 1.0, 1e-5), "sensitivity"),
+        (lambda: gaussian_sigma(1.0, 0.0, 1e-5), "epsilon"),
+        (lambda: gaussian_sigma(1.0, 1.0, 0.0), "delta"),
+        (lambda: gaussian_sigma(1.0, 1.0, 1e-5, n_compositions=0), "n_compositions"),
+        (lambda: gaussian_sigma(1.0, 1.0, 1e-5, n_compositions=2.5), "n_compositions"),
+        (lambda: papers_sigma(1.0, 1.0, 0.0), "delta"),
+    ],
+)
+def test_invalid_arguments_name_the_parameter(call, name):
+    with pytest.raises(ValueError, match=name):
+        call()
+
+
+finite_epsilons = st.floats(min_value=0.0, max_value=60.0)
+finite_mus = st.floats(min_value=1e-3, max_value=30.0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(epsilon=finite_epsilons, mu1=finite_mus, mu2=finite_mus)
+def test_delta_increases_with_mu(epsilon, mu1, mu2):
+    low, high = sorted((mu1, mu2))
+    assert gdp_delta(epsilon, low) <= gdp_delta(epsilon, high) * (1 + 1e-9)
+
+
+@settings(max_examples=200, deadline=None)
+@given(eps1=finite_epsilons, eps2=finite_epsilons, mu=finite_mus)
+def test_delta_decreases_with_epsilon(eps1, eps2, mu):
+    low, high = sorted((eps1, eps2))
+    assert gdp_delta(high, mu) <= gdp_delta(low, mu) * (1 + 1e-9)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    epsilon=st.floats(min_value=1e-3, max_value=100.0),
+    log10_delta=st.floats(min_value=-15.0, max_value=math.log10(0.5)),
+)
+def test_round_trip_property(epsilon, log10_delta):
+    delta = 10.0**log10_delta
+    assert gdp_epsilon(gdp_mu(epsilon, delta), delta) == pytest.approx(epsilon, rel=1e-8)

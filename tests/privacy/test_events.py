@@ -1,0 +1,215 @@
+"""Tests of privacy events and their composition (SPEC section 7)."""
+
+import dataclasses
+import math
+import pickle
+import sys
+
+import dp_accounting
+import numpy as np
+import pytest
+from dp_accounting.pld import common, privacy_loss_distribution
+
+from dp_glm_sklearn.privacy import (
+    ApproxDPEvent,
+    GaussianEvent,
+    PureDPEvent,
+    compose,
+    gdp_epsilon,
+    total_mu,
+)
+from dp_glm_sklearn.privacy import events as events_module
+
+DELTA = 1e-6
+
+
+@pytest.fixture(autouse=True)
+def _fresh_compose_cache():
+    # compose caches its answers; tests that swap dp-accounting out need a clean cache.
+    events_module._compose_summary.cache_clear()
+    yield
+    events_module._compose_summary.cache_clear()
+
+
+def _basic(events, delta):
+    return events_module._basic_composition(*events_module._summarize(events), delta)
+
+
+def _pld(events, delta, interval=1e-4):
+    return events_module._pld_composition(*events_module._summarize(events), delta, interval)
+
+
+def test_events_are_frozen_hashable_picklable():
+    event = GaussianEvent(0.5, label="noisy_gd")
+    assert event == GaussianEvent(mu=0.5, label="noisy_gd")
+    assert hash(event) == hash(GaussianEvent(0.5, "noisy_gd"))
+    assert len({PureDPEvent(1.0), PureDPEvent(1.0), PureDPEvent(2.0)}) == 2
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        event.mu = 1.0
+    for original in (event, PureDPEvent(0.1, "select"), ApproxDPEvent(1.0, 1e-8)):
+        assert pickle.loads(pickle.dumps(original)) == original
+    assert repr(ApproxDPEvent(0.5, 1e-8)) == "ApproxDPEvent(epsilon=0.5, delta=1e-08, label='')"
+    assert isinstance(GaussianEvent(np.float32(2)).mu, float)
+
+
+@pytest.mark.parametrize(
+    "make, name",
+    [
+        (lambda: GaussianEvent(-0.1), "mu"),
+        (lambda: GaussianEvent(float("nan")), "mu"),
+        (lambda: PureDPEvent(-1.0), "epsilon"),
+        (lambda: ApproxDPEvent(-1.0, 1e-6), "epsilon"),
+        (lambda: ApproxDPEvent(1.0, 1.5), "delta"),
+        (lambda: ApproxDPEvent(1.0, -1e-9), "delta"),
+    ],
+)
+def test_events_validate_their_numbers(make, name):
+    with pytest.raises(ValueError, match=name):
+        make()
+
+
+def test_label_must_be_a_string():
+    with pytest.raises(TypeError, match="label"):
+        GaussianEvent(1.0, label=3)
+
+
+def test_infinite_values_are_allowed_and_compose_to_inf():
+    assert GaussianEvent(math.inf).mu == math.inf
+    assert compose([GaussianEvent(0.1), GaussianEvent(math.inf)], DELTA) == math.inf
+    assert compose([GaussianEvent(0.1), PureDPEvent(math.inf)], DELTA) == math.inf
+    assert compose([ApproxDPEvent(math.inf, 0.0)], DELTA) == math.inf
+
+
+def test_empty_ledger_costs_nothing():
+    assert compose([], DELTA) == 0.0
+    assert total_mu([]) == 0.0
+
+
+def test_compose_rejects_bad_input():
+    with pytest.raises(TypeError, match="GaussianEvent"):
+        compose([GaussianEvent(1.0), 0.5], DELTA)
+    with pytest.raises(ValueError, match="delta"):
+        compose([GaussianEvent(1.0)], 1.5)
+
+
+def test_total_mu():
+    assert total_mu([GaussianEvent(0.3), GaussianEvent(0.4)]) == pytest.approx(0.5, rel=1e-15)
+    assert total_mu(GaussianEvent(0.3)) == 0.3
+    assert total_mu([GaussianEvent(0.3), PureDPEvent(0.1)]) is None
+
+
+def test_ten_gaussian_events_compose_exactly():
+    mus = np.linspace(0.05, 0.5, 10)
+    ledger = [GaussianEvent(mu) for mu in mus]
+    mu_total = math.sqrt(np.sum(mus**2))
+    epsilon = compose(ledger, DELTA)
+    assert epsilon == gdp_epsilon(mu_total, DELTA)
+    # Exact GDP against dp-accounting's analytic Gaussian accounting, to 1e-6.
+    expected = dp_accounting.get_epsilon_gaussian(1.0 / mu_total, DELTA, tol=1e-14)
+    assert epsilon == pytest.approx(expected, rel=1e-6)
+    # dp-accounting's PLD accountant composes the ten releases one by one on a
+    # grid of step 1e-4 with pessimistic rounding: 1e-6 is out of its reach,
+    # so it is compared to its discretization, and it never comes out below.
+    accountant = dp_accounting.pld.PLDAccountant(value_discretization_interval=1e-4)
+    accountant.compose(
+        dp_accounting.ComposedDpEvent([dp_accounting.GaussianDpEvent(1.0 / mu) for mu in mus])
+    )
+    pld_epsilon = accountant.get_epsilon(DELTA)
+    assert epsilon <= pld_epsilon + 1e-12
+    assert pld_epsilon == pytest.approx(epsilon, rel=1e-3)
+
+
+def test_composition_ignores_order_and_labels():
+    ledger = [GaussianEvent(0.5, "a"), PureDPEvent(0.2, "b"), GaussianEvent(0.3), PureDPEvent(0.1)]
+    shuffled = [PureDPEvent(0.1, "x"), GaussianEvent(0.3), PureDPEvent(0.2), GaussianEvent(0.5)]
+    assert compose(ledger, DELTA) == compose(shuffled, DELTA)
+
+
+def _independent_pld_epsilon(ledger, delta):
+    """Compose the ledger one event at a time with dp-accounting, building pure
+    events as binary randomized response (their worst case)."""
+    total = privacy_loss_distribution.identity(value_discretization_interval=1e-4)
+    for event in ledger:
+        if isinstance(event, GaussianEvent):
+            pld = privacy_loss_distribution.from_gaussian_mechanism(
+                standard_deviation=1.0 / event.mu, value_discretization_interval=1e-4
+            )
+        elif isinstance(event, PureDPEvent):
+            pld = privacy_loss_distribution.from_randomized_response(
+                noise_parameter=2.0 / (1.0 + math.exp(event.epsilon)),
+                num_buckets=2,
+                value_discretization_interval=1e-4,
+            )
+        else:
+            pld = privacy_loss_distribution.from_privacy_parameters(
+                common.DifferentialPrivacyParameters(event.epsilon, event.delta),
+                value_discretization_interval=1e-4,
+            )
+        total = total.compose(pld)
+    return total.get_epsilon_for_delta(delta)
+
+
+MIXED_LEDGER = [
+    GaussianEvent(0.4, "noisy_gd"),
+    PureDPEvent(0.3, "select"),
+    GaussianEvent(0.6, "noisy_gd"),
+    PureDPEvent(0.3, "select"),
+    ApproxDPEvent(0.2, 1e-8, "other"),
+]
+
+
+def test_mixed_ledger_matches_an_independent_pld():
+    epsilon = compose(MIXED_LEDGER, DELTA)
+    expected = _independent_pld_epsilon(MIXED_LEDGER, DELTA)
+    assert epsilon == pytest.approx(expected, rel=1e-3)
+    # And the PLD is worth it: clearly better than basic composition.
+    assert epsilon < 0.97 * _basic(MIXED_LEDGER, DELTA)
+
+
+def test_pure_ledger_is_never_worse_than_the_sum():
+    ledger = [PureDPEvent(0.1)] * 30
+    epsilon = compose(ledger, DELTA)
+    assert epsilon <= 3.0
+    # Each of the 30 pessimistic roundings may add up to one grid step (1e-4).
+    assert epsilon == pytest.approx(_independent_pld_epsilon(ledger, DELTA), abs=30 * 1e-4)
+    # A single pure event: the PLD grid would round up, the sum is exact.
+    assert compose([PureDPEvent(0.123456789)], 0.0) == 0.123456789
+
+
+@pytest.mark.parametrize(
+    "ledger",
+    [
+        MIXED_LEDGER,
+        [GaussianEvent(1.0), PureDPEvent(0.5)],
+        [GaussianEvent(0.2)] * 5 + [ApproxDPEvent(1.0, 1e-7)],
+        [PureDPEvent(0.5)] * 10,
+        [GaussianEvent(2.0), PureDPEvent(2.0), ApproxDPEvent(0.1, 5e-7)],
+    ],
+)
+def test_fallback_is_conservative(ledger):
+    basic = _basic(ledger, DELTA)
+    assert basic >= _pld(ledger, DELTA)
+    assert compose(ledger, DELTA) <= basic
+
+
+def test_fallback_needs_delta_left_for_the_gaussian_part():
+    mu = 0.5
+    ledger = [GaussianEvent(mu), PureDPEvent(0.3), ApproxDPEvent(0.2, 4e-7)]
+    assert _basic(ledger, DELTA) == pytest.approx(0.5 + gdp_epsilon(mu, 6e-7), rel=1e-12)
+    assert _basic([GaussianEvent(mu), ApproxDPEvent(0.2, DELTA)], DELTA) == math.inf
+    assert _basic([ApproxDPEvent(0.2, DELTA)], DELTA) == 0.2
+
+
+def test_fallback_is_used_without_dp_accounting(monkeypatch):
+    monkeypatch.setitem(sys.modules, "dp_accounting.pld", None)
+    assert compose(MIXED_LEDGER, DELTA) == _basic(MIXED_LEDGER, DELTA)
+
+
+def test_fallback_is_used_and_reported_when_dp_accounting_fails(monkeypatch):
+    def broken(*args):
+        raise MemoryError("grid too large")
+
+    monkeypatch.setattr(events_module, "_pld_composition", broken)
+    with pytest.warns(RuntimeWarning, match="basic composition"):
+        epsilon = compose(MIXED_LEDGER, DELTA)
+    assert epsilon == _basic(MIXED_LEDGER, DELTA)

@@ -1,0 +1,284 @@
+"""Tests of the privacy accountant (SPEC section 7)."""
+
+import copy
+import gc
+import math
+import pickle
+import sys
+import threading
+import time
+from datetime import datetime
+
+import pytest
+from joblib import Parallel, delayed, parallel_backend
+from sklearn.base import BaseEstimator, clone
+
+from dp_glm_sklearn.privacy import (
+    BudgetExceededError,
+    GaussianEvent,
+    PrivacyAccountant,
+    PrivacyLeakWarning,
+    PureDPEvent,
+    SpendRecord,
+    compose,
+    default_accountant,
+    gdp_epsilon,
+    gdp_mu,
+    get_default_accountant,
+    total_mu,
+)
+from dp_glm_sklearn.privacy import accountant as accountant_module
+
+DELTA = 1e-6
+
+
+class Holder(BaseEstimator):
+    """The smallest estimator with an accountant parameter."""
+
+    def __init__(self, accountant=None, alpha=1.0):
+        self.accountant = accountant
+        self.alpha = alpha
+
+
+def _spend_in_worker(holder):
+    return holder.accountant.spend([GaussianEvent(0.1)], source="worker")
+
+
+def _read_in_worker(accountant):
+    return accountant.spent(), len(accountant.history)
+
+
+def _echo(accountant):
+    return accountant
+
+
+def test_exception_classes():
+    assert issubclass(BudgetExceededError, RuntimeError)
+    assert issubclass(PrivacyLeakWarning, UserWarning)
+
+
+def test_new_accountant_has_spent_nothing():
+    acc = PrivacyAccountant(epsilon=2.0, delta=DELTA)
+    assert (acc.epsilon, acc.delta) == (2.0, DELTA)
+    assert acc.spent() == (0.0, DELTA)
+    assert acc.remaining() == (2.0, DELTA)
+    assert acc.history == [] and acc.events == []
+    assert PrivacyAccountant().remaining() == (math.inf, 1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, name", [({"epsilon": -1.0}, "epsilon"), ({"delta": 2.0}, "delta")]
+)
+def test_invalid_budget(kwargs, name):
+    with pytest.raises(ValueError, match=name):
+        PrivacyAccountant(**kwargs)
+
+
+def test_check_spend_and_refuse():
+    acc = PrivacyAccountant(epsilon=1.6, delta=DELTA)
+    release = GaussianEvent(gdp_mu(1.0, DELTA), label="fit")
+
+    acc.check([release])
+    assert acc.history == []  # check records nothing
+
+    epsilon, delta = acc.spend([release], source="Holder.fit")
+    assert epsilon == pytest.approx(1.0, rel=1e-9) and delta == DELTA
+    assert acc.spent() == (epsilon, DELTA)
+    assert acc.remaining()[0] == pytest.approx(0.6, rel=1e-8)
+
+    # Two such releases compose (exactly, in GDP) to about 1.45, not 2.
+    two = compose([release, release], DELTA)
+    assert 1.0 < two < 1.6
+    assert acc.spend(release)[0] == pytest.approx(two, rel=1e-12)
+
+    # A third one would exceed the budget: refused, and nothing is recorded.
+    with pytest.raises(BudgetExceededError) as info:
+        acc.check([release])
+    with pytest.raises(BudgetExceededError):
+        acc.spend([release], source="Holder.fit")
+    message = str(info.value)
+    three = compose([release] * 3, DELTA)
+    for text in (
+        "budget (epsilon=1.6",
+        f"already spent epsilon={two:.6g}",
+        "costs epsilon=1 on its own",
+        f"would be epsilon={three:.6g}",
+    ):
+        assert text in message
+    assert len(acc.history) == 2
+    assert acc.spent()[0] == pytest.approx(two, rel=1e-12)
+
+
+def test_spending_exactly_the_budget_is_allowed():
+    acc = PrivacyAccountant(epsilon=1.0, delta=DELTA)
+    acc.spend([GaussianEvent(gdp_mu(0.6, DELTA)), GaussianEvent(0.0)])
+    acc.spend(GaussianEvent(math.sqrt(gdp_mu(1.0, DELTA) ** 2 - gdp_mu(0.6, DELTA) ** 2)))
+    assert acc.spent()[0] == pytest.approx(1.0, rel=1e-9)
+    assert acc.remaining()[0] == pytest.approx(0.0, abs=1e-8)
+    with pytest.raises(BudgetExceededError):
+        acc.spend(PureDPEvent(1e-3))
+    assert acc.remaining()[0] >= 0.0
+
+
+def test_history_records_and_events():
+    acc = PrivacyAccountant(delta=DELTA)
+    first = [GaussianEvent(0.3, "a"), PureDPEvent(0.1, "b")]
+    acc.spend(first, source="first")
+    acc.spend(GaussianEvent(0.2), source=None)
+    history = acc.history
+    assert [type(r) for r in history] == [SpendRecord, SpendRecord]
+    assert history[0].events == tuple(first) and history[0].source == "first"
+    assert history[1].source is None
+    assert isinstance(history[0].timestamp, datetime)
+    assert history[0].timestamp <= history[1].timestamp
+    assert history[1].total_epsilon == acc.spent()[0]
+    assert acc.events == [*first, GaussianEvent(0.2)]
+    history.clear()  # a copy: the ledger is untouched
+    assert len(acc.history) == 2
+
+
+def test_spend_rejects_bad_input():
+    acc = PrivacyAccountant()
+    with pytest.raises(TypeError, match="events"):
+        acc.spend([0.5])
+    with pytest.raises(TypeError, match="source"):
+        acc.spend(GaussianEvent(0.5), source=3)
+    assert acc.history == []
+
+
+def test_report_with_pandas():
+    acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
+    acc.spend(GaussianEvent(0.5, "noisy_gd"), source="DPLinearRegression.fit")
+    acc.spend([PureDPEvent(0.2, "select")], source="DPGridSearchCV.fit")
+    report = acc.report()
+    assert list(report.columns) == ["time", "source", "events", "epsilon", "total epsilon"]
+    assert list(report.index) == [1, 2]
+    assert list(report["source"]) == ["DPLinearRegression.fit", "DPGridSearchCV.fit"]
+    assert report["epsilon"].iloc[0] == gdp_epsilon(0.5, DELTA)
+    assert report["epsilon"].iloc[1] == pytest.approx(0.2, abs=1e-4)
+    assert report["total epsilon"].iloc[-1] == acc.spent()[0]
+    assert "noisy_gd" in report["events"].iloc[0]
+    assert report.attrs["budget"] == (5.0, DELTA)
+    assert report.attrs["spent"] == acc.spent()
+    assert report.attrs["remaining"] == acc.remaining()
+
+
+def test_report_without_pandas(monkeypatch):
+    acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
+    acc.spend(GaussianEvent(0.5, "noisy_gd"), source="DPLinearRegression.fit")
+    monkeypatch.setitem(sys.modules, "pandas", None)
+    report = acc.report()
+    assert isinstance(report, str)
+    lines = report.splitlines()
+    assert lines[0].split() == ["time", "source", "events", "epsilon", "total", "epsilon"]
+    assert "DPLinearRegression.fit" in lines[1] and "noisy_gd" in lines[1]
+    assert f"spent epsilon={acc.spent()[0]:.6g}" in lines[-1]
+    assert "budget epsilon=5" in lines[-1]
+
+
+def test_repr_is_short():
+    acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+    acc.spend(PureDPEvent(0.5))
+    assert repr(acc) == "PrivacyAccountant(epsilon=3.0, delta=1e-06, spent=0.5)"
+
+
+def test_copies_and_clones_keep_identity():
+    acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+    holder = Holder(accountant=acc, alpha=2.0)
+    assert copy.copy(acc) is acc
+    assert copy.deepcopy(acc) is acc
+    assert copy.deepcopy(holder).accountant is acc
+    cloned = clone(holder)
+    assert cloned is not holder and cloned.accountant is acc
+    # A charge through the clone reaches the user's accountant.
+    cloned.accountant.spend(PureDPEvent(0.1), source="clone")
+    assert [r.source for r in acc.history] == ["clone"]
+
+
+def test_pickle_in_process_returns_the_original():
+    acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+    acc.spend(PureDPEvent(0.1))
+    assert pickle.loads(pickle.dumps(acc)) is acc
+    holder = pickle.loads(pickle.dumps(Holder(accountant=acc)))
+    assert holder.accountant is acc
+
+
+def test_saved_session_is_restored_once_the_original_is_gone():
+    acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+    acc.spend(PureDPEvent(0.1), source="before")
+    saved = pickle.dumps(acc)
+    spent = acc.spent()
+    del acc
+    gc.collect()
+    restored = pickle.loads(saved)
+    assert restored.spent() == spent
+    assert [r.source for r in restored.history] == ["before"]
+    restored.spend(PureDPEvent(0.2), source="after")  # a working accountant
+    assert restored.spent()[0] == pytest.approx(0.3, abs=1e-4)
+    assert pickle.loads(saved) is restored  # and now the original of its copies
+
+
+def test_loky_worker_cannot_charge_a_copy():
+    acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+    acc.spend(PureDPEvent(0.1))
+    with pytest.raises(RuntimeError, match="copied to another process"):
+        Parallel(n_jobs=2, backend="loky")(
+            delayed(_spend_in_worker)(Holder(accountant=acc)) for _ in range(2)
+        )
+    assert len(acc.history) == 1
+    # Reading in a worker works; a copy sent back is the original again.
+    results = Parallel(n_jobs=2, backend="loky")(
+        [delayed(_read_in_worker)(acc), delayed(_echo)(acc)]
+    )
+    assert results[0] == (acc.spent(), 1)
+    assert results[1] is acc
+
+
+def test_threads_charge_the_original_atomically(monkeypatch):
+    step = GaussianEvent(0.1)
+    # Room for exactly 20 of the 50 concurrent charges.
+    budget = compose([step] * 20, DELTA)
+    assert compose([step] * 21, DELTA) > budget * (1 + 1e-6)
+
+    def slow_compose(events, delta):
+        # Widen the window between reading the ledger and recording, so that
+        # a check-then-record that is not atomic would let extra charges in.
+        time.sleep(0.001)
+        return compose(events, delta)
+
+    monkeypatch.setattr(accountant_module, "compose", slow_compose)
+    acc = PrivacyAccountant(epsilon=budget, delta=DELTA)
+    holder = Holder(accountant=acc)
+    barrier = threading.Barrier(10, timeout=30)
+
+    def charge(i):
+        if i < 10:
+            barrier.wait()  # start the first ten at once
+        try:
+            clone(holder).accountant.spend([step], source=f"thread {i}")
+        except BudgetExceededError:
+            return False
+        return True
+
+    with parallel_backend("threading", n_jobs=10):
+        accepted = Parallel(batch_size=1)(delayed(charge)(i) for i in range(50))
+    assert sum(accepted) == 20
+    assert len(acc.history) == 20
+    assert total_mu(acc.events) == pytest.approx(0.1 * math.sqrt(20), rel=1e-12)
+
+
+def test_default_accountant():
+    default = get_default_accountant()
+    assert get_default_accountant() is default
+    assert default.epsilon == math.inf
+    budget = PrivacyAccountant(epsilon=1.0)
+    with default_accountant(budget) as inside:
+        assert inside is budget
+        assert get_default_accountant() is budget
+    assert get_default_accountant() is default
+    with pytest.raises(KeyError), default_accountant(budget):
+        raise KeyError("the block failed")
+    assert get_default_accountant() is default
+    with pytest.raises(TypeError, match="PrivacyAccountant"):
+        with default_accountant("not an accountant"):
+            pass

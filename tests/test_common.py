@@ -1,0 +1,45 @@
+"""scikit-learn's estimator checks over every public estimator, found by discovery."""
+
+import inspect
+import warnings
+
+from sklearn.base import BaseEstimator
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import dp_glm_sklearn
+from dp_glm_sklearn import PrivacyLeakWarning
+
+
+def all_estimators():
+    """Every public BaseEstimator subclass exported by the package."""
+    return sorted(
+        (name, obj)
+        for name, obj in vars(dp_glm_sklearn).items()
+        if inspect.isclass(obj) and issubclass(obj, BaseEstimator) and not name.startswith("_")
+    )
+
+
+#: checks that cannot pass for a noisy estimator, each with its reason (none so far).
+EXPECTED_FAILED_CHECKS = {}
+
+
+def _instances():
+    for _, Est in all_estimators():
+        yield Est()
+
+
+def test_discovery_finds_the_estimators():
+    names = {name for name, _ in all_estimators()}
+    assert {"DPLinearRegression", "DPLogisticRegression", "DPHuberRegressor"} <= names
+
+
+@parametrize_with_checks(
+    list(_instances()),
+    expected_failed_checks=lambda est: EXPECTED_FAILED_CHECKS.get(type(est).__name__, {}),
+)
+def test_sklearn_compatible_estimator(estimator, check):
+    with warnings.catch_warnings():
+        # The checks fit classifiers without declaring classes; the warning
+        # that the label set is read from the data is expected there.
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        check(estimator)

@@ -1,0 +1,287 @@
+"""Behaviour of the three DP estimators."""
+
+import pickle
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import minimize
+from sklearn.base import clone
+from sklearn.datasets import make_classification
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.model_selection import cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import Normalizer
+
+from dp_glm_sklearn import (
+    DPHuberRegressor,
+    DPLinearRegression,
+    DPLogisticRegression,
+    PrivacyAccountant,
+    PrivacyLeakWarning,
+)
+from dp_glm_sklearn._base import default_delta
+from dp_glm_sklearn._objective import GLMObjective, PublicProblem
+from dp_glm_sklearn.losses import HuberLoss, LogisticLoss, MultinomialLoss, SquaredLoss
+from dp_glm_sklearn.privacy.calibration import gdp_mu
+
+
+def _regression(n=400, d=5, seed=0, noise=0.5):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    w = rng.normal(size=d)
+    return X, X @ w + 1.5 + noise * rng.normal(size=n)
+
+
+# Bounds so loose nothing is clipped and the constraint is inactive.
+LOOSE = dict(feature_norm=1e3, norm_bound=1e4)
+
+
+# -- epsilon = inf recovers the non-private solution ---------------------------------
+
+def test_inf_epsilon_linear_matches_sklearn():
+    X, y = _regression()
+    reg = DPLinearRegression(epsilon=np.inf, y_bound=1e3, **LOOSE).fit(X, y)
+    ref = LinearRegression().fit(X, y)
+    np.testing.assert_allclose(reg.coef_, ref.coef_, atol=1e-4)
+    assert reg.intercept_ == pytest.approx(ref.intercept_, abs=1e-4)
+    assert reg.method_ == "non_private"
+    assert reg.privacy_spent_[0] == np.inf
+
+
+def test_inf_epsilon_logistic_matches_sklearn():
+    X, y = make_classification(n_samples=300, n_features=4, n_informative=3, n_redundant=0,
+                               flip_y=0.2, random_state=0)
+    clf = DPLogisticRegression(epsilon=np.inf, classes=[0, 1], **LOOSE).fit(X, y)
+    ref = LogisticRegression(C=np.inf, tol=1e-12, max_iter=10000).fit(X, y)
+    np.testing.assert_allclose(clf.coef_, ref.coef_, atol=1e-4)
+    np.testing.assert_allclose(clf.intercept_, ref.intercept_, atol=1e-4)
+
+
+def test_inf_epsilon_multinomial_matches_sklearn():
+    X, y = make_classification(n_samples=400, n_features=4, n_informative=4, n_redundant=0,
+                               n_classes=3, flip_y=0.3, random_state=1)
+    clf = DPLogisticRegression(epsilon=np.inf, classes=[0, 1, 2], **LOOSE).fit(X, y)
+    ref = LogisticRegression(C=np.inf, tol=1e-12, max_iter=10000).fit(X, y)
+    # The multinomial parametrization is not identifiable: compare probabilities.
+    np.testing.assert_allclose(clf.predict_proba(X), ref.predict_proba(X), atol=1e-4)
+
+
+def test_inf_epsilon_huber_matches_direct_minimization():
+    X, y = _regression(noise=2.0)
+    M = 1.0
+    reg = DPHuberRegressor(epsilon=np.inf, y_bound=1e3, threshold=M, **LOOSE).fit(X, y)
+
+    def huber(params):  # independent implementation of the same objective
+        r = y - X @ params[:-1] - params[-1]
+        a = np.abs(r)
+        val = np.where(a <= M, 0.5 * r**2, M * a - 0.5 * M**2).mean()
+        g = -np.clip(r, -M, M)
+        return val, np.append(X.T @ g, g.sum()) / len(y)
+
+    ref = minimize(huber, np.zeros(X.shape[1] + 1), jac=True, method="L-BFGS-B",
+                   options={"gtol": 1e-12, "ftol": 0, "maxiter": 10000}).x
+    np.testing.assert_allclose(reg.coef_, ref[:-1], atol=1e-4)
+    assert reg.intercept_ == pytest.approx(ref[-1], abs=1e-4)
+
+
+# -- the private fit -----------------------------------------------------------------
+
+@pytest.mark.parametrize("Est", [DPLinearRegression, DPHuberRegressor])
+def test_private_regression_learns_and_records_privacy(Est):
+    X, y = _regression(n=20000, d=3, noise=0.1)
+    reg = Est(epsilon=1.0, feature_norm=3.0, y_bound=(-3, 6), norm_bound=3.0,
+              random_state=0).fit(X, y)
+    assert reg.method_ == "noisy_gd"
+    assert reg.score(X, y) > 0.9
+    delta = default_delta(len(y))
+    assert reg.privacy_spent_ == pytest.approx((1.0, delta), rel=1e-6)
+    (event,) = reg.privacy_events_
+    assert event.mu == pytest.approx(gdp_mu(1.0, delta), rel=1e-9)
+    assert reg.n_iter_ == 100  # the default rule, capped: n * mu / 10 > 100
+
+
+def test_multiclass_is_one_multinomial_model_with_one_budget():
+    X, y = make_classification(n_samples=3000, n_features=5, n_informative=5, n_redundant=0,
+                               n_classes=3, class_sep=2.0, random_state=0)
+    clf = DPLogisticRegression(epsilon=1.0, feature_norm=5.0, classes=[0, 1, 2],
+                               random_state=0).fit(X, y)
+    assert clf.coef_.shape == (3, 5) and clf.intercept_.shape == (3,)
+    assert len(clf.privacy_events_) == 1
+    assert clf.privacy_spent_[0] == pytest.approx(1.0, rel=1e-6)
+    proba = clf.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(clf.classes_[proba.argmax(axis=1)], clf.predict(X))
+    assert clf.score(X, y) > 0.7
+
+
+def test_random_state_reproducible_and_seeds_differ():
+    X, y = _regression()
+    a = DPLinearRegression(y_bound=10, random_state=3).fit(X, y).coef_
+    b = DPLinearRegression(y_bound=10, random_state=3).fit(X, y).coef_
+    c = DPLinearRegression(y_bound=10, random_state=4).fit(X, y).coef_
+    np.testing.assert_array_equal(a, b)
+    assert not np.allclose(a, c)
+
+
+def test_sparse_input_gives_the_same_model_as_dense():
+    X, y = _regression(n=300, d=8)
+    X[np.abs(X) < 1] = 0.0
+    kw = dict(y_bound=10, feature_norm=3.0, random_state=0)
+    dense = DPLinearRegression(**kw).fit(X, y)
+    sparse = DPLinearRegression(**kw).fit(sp.csr_matrix(X), y)
+    np.testing.assert_allclose(dense.coef_, sparse.coef_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(dense.predict(X), sparse.predict(sp.csr_matrix(X)))
+
+
+def test_rows_are_clipped_to_feature_norm():
+    """Scaling a row beyond the bound changes nothing once it is clipped."""
+    X, y = _regression(n=200, d=3)
+    X[0] *= 100.0 / np.linalg.norm(X[0])
+    X2 = X.copy()
+    X2[0] *= 50.0
+    kw = dict(y_bound=10, feature_norm=2.0, random_state=0)
+    a = DPLinearRegression(**kw).fit(X, y).coef_
+    b = DPLinearRegression(**kw).fit(X2, y).coef_
+    np.testing.assert_allclose(a, b, rtol=1e-10)
+
+
+def test_labels_outside_y_bound_are_clipped_not_rejected():
+    X, y = _regression(n=200, d=3)
+    y2 = y.copy()
+    y2[:10] = 1e6
+    kw = dict(y_bound=(-5, 5), random_state=0)
+    a = DPLinearRegression(**kw).fit(X, np.clip(y2, -5, 5)).coef_
+    b = DPLinearRegression(**kw).fit(X, y2).coef_
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("loss", [SquaredLoss(), LogisticLoss(), HuberLoss(1.0),
+                                  MultinomialLoss(3)], ids=repr)
+def test_safety_net_bounds_every_per_example_gradient(loss):
+    """Even with far-out parameters, each example's gradient has norm <= G."""
+    rng = np.random.default_rng(0)
+    n, d = 50, 4
+    X = rng.normal(scale=10, size=(n, d))
+    y = (rng.integers(0, 3, n) if isinstance(loss, MultinomialLoss)
+         else rng.choice([-1.0, 1.0], n) * 3)
+    problem = PublicProblem(loss=loss, n_samples=n, n_features=d, feature_norm=2.0,
+                            intercept_feature=1.0, y_bound=3.0, norm_bound=1.0)
+    obj = GLMObjective(problem, X, y.astype(float))
+    theta = rng.normal(scale=100, size=problem.theta_shape)  # far outside the ball
+    for i in range(n):
+        g = obj.block_grad(slice(i, i + 1), theta)
+        assert np.linalg.norm(g) <= problem.lipschitz * (1 + 1e-12)
+
+
+def test_classes_read_from_data_warn_and_declared_classes_do_not():
+    X, y = make_classification(n_samples=100, random_state=0)
+    with pytest.warns(PrivacyLeakWarning, match="classes"):
+        DPLogisticRegression(random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)
+        DPLogisticRegression(classes=[0, 1], random_state=0).fit(X, y)
+
+
+def test_string_labels_and_unseen_declared_class():
+    X, y = make_classification(n_samples=200, random_state=0)
+    labels = np.array(["no", "yes"])[y]
+    clf = DPLogisticRegression(classes=["maybe", "no", "yes"], random_state=0).fit(X, labels)
+    assert list(clf.classes_) == ["maybe", "no", "yes"]
+    assert set(clf.predict(X)) <= {"maybe", "no", "yes"}
+
+
+# -- bad input: clear error, nothing trained, nothing charged ------------------------
+
+BAD_PARAMS = [
+    (dict(epsilon=0), "epsilon"),
+    (dict(epsilon=-1.0), "epsilon"),
+    (dict(delta=0.0), "delta"),
+    (dict(delta=1.0), "delta"),
+    (dict(delta=-0.1), "delta"),
+    (dict(feature_norm=np.inf), "feature_norm"),
+    (dict(feature_norm=0), "feature_norm"),
+    (dict(norm_bound=-1), "norm_bound"),
+    (dict(max_iter=0), "max_iter"),
+    (dict(method="sgd"), "method"),
+    (dict(y_bound=(3, 1)), "y_bound"),
+    (dict(y_bound=(0, np.inf)), "y_bound"),
+    (dict(y_bound=-2.0), "y_bound"),
+    (dict(threshold=0.0), "threshold"),
+]
+
+
+@pytest.mark.parametrize("params,name", BAD_PARAMS)
+def test_bad_parameters_name_the_parameter_and_charge_nothing(params, name):
+    X, y = _regression(n=50, d=2)
+    acc = PrivacyAccountant(epsilon=10.0, delta=1e-5)
+    reg = DPHuberRegressor(accountant=acc, **params)
+    with pytest.raises(ValueError, match=name):
+        reg.fit(X, y)
+    assert acc.spent()[0] == 0.0
+    assert not hasattr(reg, "coef_")
+
+
+@pytest.mark.parametrize("Est", [DPLinearRegression, DPLogisticRegression])
+def test_bad_data_raises_and_charges_nothing(Est):
+    acc = PrivacyAccountant(epsilon=10.0, delta=1e-5)
+    X, y = _regression(n=50, d=2)
+    y = (y > np.median(y)).astype(int)
+    cases = []
+    Xn = X.copy()
+    Xn[0, 0] = np.nan
+    cases.append((Xn, y, "NaN"))
+    Xi = X.copy()
+    Xi[1, 1] = np.inf
+    cases.append((Xi, y, "infinity"))
+    cases.append((X[:10], y, "inconsistent numbers of samples"))
+    cases.append((X[:, 0], y, "2D array"))
+    cases.append((np.full((50, 2), "a"), y, "could not convert|dtype"))
+    cases.append((np.empty((0, 2)), y[:0], "0 sample"))
+    for Xb, yb, msg in cases:
+        est = Est(accountant=acc, classes=[0, 1]) if Est is DPLogisticRegression \
+            else Est(accountant=acc)
+        with pytest.raises(ValueError, match=msg):
+            est.fit(Xb, yb)
+        assert not hasattr(est, "coef_")
+    assert acc.spent()[0] == 0.0
+
+
+def test_single_class_is_an_error():
+    X, _ = _regression(n=30, d=2)
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        DPLogisticRegression(classes=None).fit(X, np.ones(30))
+
+
+def test_label_not_in_declared_classes_is_an_error():
+    X, _ = _regression(n=30, d=2)
+    with pytest.raises(ValueError, match="not in the declared 'classes'"):
+        DPLogisticRegression(classes=[0, 1]).fit(X, np.arange(30) % 3)
+
+
+def test_continuous_target_rejected_by_classifier():
+    X, y = _regression(n=30, d=2)
+    with pytest.raises(ValueError, match="Unknown label type"):
+        DPLogisticRegression().fit(X, y)
+
+
+# -- scikit-learn integration ---------------------------------------------------------
+
+def test_pipeline_cross_val_score_clone_and_pickle():
+    X, y = make_classification(n_samples=600, random_state=0)
+    pipe = make_pipeline(Normalizer(), DPLogisticRegression(classes=[0, 1], random_state=0))
+    scores = cross_val_score(pipe, X, y, cv=3)
+    assert scores.shape == (3,) and np.all(scores > 0.6)
+    clf = clone(pipe).fit(X, y)
+    restored = pickle.loads(pickle.dumps(clf))
+    np.testing.assert_array_equal(restored.predict(X), clf.predict(X))
+    assert restored[-1].privacy_spent_ == clf[-1].privacy_spent_
+
+
+def test_fit_does_not_modify_parameters():
+    X, y = _regression()
+    reg = DPLinearRegression(y_bound=10, random_state=0)
+    before = reg.get_params()
+    reg.fit(X, y)
+    assert reg.get_params() == before
