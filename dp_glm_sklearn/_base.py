@@ -25,7 +25,11 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, validate_dat
 from ._objective import GLMObjective, PublicProblem
 from .mechanisms import MECHANISMS, calibrate, train
 from .mechanisms.noisy_gd import default_max_iter
-from .privacy.accountant import PrivacyAccountant, get_default_accountant
+from .privacy.accountant import (
+    PrivacyAccountant,
+    _user_default_accountant,
+    get_default_accountant,
+)
 from .privacy.calibration import gdp_mu
 from .privacy.events import GaussianEvent, compose
 
@@ -71,7 +75,22 @@ class _BaseDPGLM(BaseEstimator):
 
     # -- the template -------------------------------------------------------
     def _accountant(self):
-        return self.accountant if self.accountant is not None else get_default_accountant()
+        if self.accountant is not None:
+            return self.accountant
+        pickled = self.__dict__.get("_pickled_default_accountant")
+        if pickled is not None and pickled.detached:
+            # Unpickled in another process (a joblib worker): the user's
+            # default lives in the parent; charging this worker's own default
+            # would lose the charge, so use the detached copy, which refuses.
+            return pickled
+        return get_default_accountant()
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        user_default = _user_default_accountant()
+        if self.accountant is None and user_default is not None:
+            state["_pickled_default_accountant"] = user_default
+        return state
 
     def _target_privacy(self, n_samples):
         delta = default_delta(n_samples) if self.delta is None else float(self.delta)

@@ -181,6 +181,14 @@ class PrivacyAccountant:
         return self._delta
 
     @property
+    def detached(self):
+        """True for a copy living in another process than the original.
+
+        A detached accountant can be read but refuses to spend.
+        """
+        return os.getpid() != self._home_pid
+
+    @property
     def history(self):
         """List of the :class:`SpendRecord` of every charge, oldest first."""
         with self._lock:
@@ -199,7 +207,7 @@ class PrivacyAccountant:
         return self._records[-1].total_epsilon if self._records else 0.0
 
     def _ensure_attached(self):
-        if os.getpid() != self._home_pid:
+        if self.detached:
             raise RuntimeError(
                 "this PrivacyAccountant was copied to another process (process "
                 f"{os.getpid()}, original in process {self._home_pid}); charges "
@@ -360,13 +368,21 @@ def _format_table(columns, rows, summary):
 
 _DEFAULT_LOCK = threading.Lock()
 _default = None
+_builtin_default = None
 
 
 def _default_locked():
-    global _default
+    global _default, _builtin_default
     if _default is None:
-        _default = PrivacyAccountant()
+        _default = _builtin_default = PrivacyAccountant()
     return _default
+
+
+def _user_default_accountant():
+    """The default accountant if a user installed it, else None."""
+    with _DEFAULT_LOCK:
+        current = _default_locked()
+        return None if current is _builtin_default else current
 
 
 def get_default_accountant():
@@ -377,8 +393,11 @@ def get_default_accountant():
     what an analysis spent.  It belongs to its process: an estimator with
     ``accountant=None`` fitted in a worker process (e.g. joblib's ``loky``
     backend) is charged to that worker's own default, which this process
-    never sees.  Pass an explicit accountant to have such fits refused
-    instead (see "Copies and processes" in :class:`PrivacyAccountant`).
+    never sees.  A default installed with :func:`default_accountant` travels
+    with the estimators pickled for such a worker, where it is detached and
+    refuses the fit rather than lose the charge; pass an explicit accountant
+    for the same behaviour (see "Copies and processes" in
+    :class:`PrivacyAccountant`).
 
     Returns
     -------

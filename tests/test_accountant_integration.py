@@ -1,0 +1,154 @@
+"""The accountant as estimators use it: every fit charged, no charge lost."""
+
+import copy
+import pickle
+
+import joblib
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.datasets import load_breast_cancer, make_classification
+from sklearn.model_selection import GridSearchCV, cross_val_score
+
+from dp_glm_sklearn import (
+    BudgetExceededError,
+    DPLinearRegression,
+    DPLogisticRegression,
+    PrivacyAccountant,
+    default_accountant,
+    get_default_accountant,
+)
+from dp_glm_sklearn.privacy.calibration import gdp_mu
+from dp_glm_sklearn.privacy.events import GaussianEvent, compose
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_classification(n_samples=300, n_features=4, random_state=0)
+    return X, y
+
+
+def _clf(acc, **kw):
+    return DPLogisticRegression(classes=[0, 1], accountant=acc, random_state=0, **kw)
+
+
+def test_cross_val_score_charges_four_fits_and_refuses_the_fifth():
+    X, y = load_breast_cancer(return_X_y=True)
+    # Five fits at epsilon=1 (delta=1e-5 each) compose exactly in GDP to
+    # epsilon 4.56 at delta=1e-14, and four fits to 4.05: a budget of 4.5 at
+    # that delta affords four fits, as basic composition (4 * 1 <= 4.5) would.
+    acc = PrivacyAccountant(epsilon=4.5, delta=1e-14)
+    est = _clf(acc, epsilon=1.0)
+    with pytest.raises(BudgetExceededError):
+        cross_val_score(est, X, y, cv=5, error_score="raise")
+    assert len(acc.history) == 4
+    mu = gdp_mu(1.0, 1e-5)
+    assert acc.spent()[0] == pytest.approx(compose([GaussianEvent(mu)] * 4, 1e-14), rel=1e-9)
+    fifth = clone(est)
+    with pytest.raises(BudgetExceededError):
+        fifth.fit(X, y)
+    assert not hasattr(fifth, "coef_")
+    assert len(acc.history) == 4
+
+
+def test_refused_fit_reads_no_data():
+    """The budget is checked before the data is validated or read."""
+    acc = PrivacyAccountant(epsilon=0.5, delta=1e-6)
+    X = np.full((20, 2), np.nan)  # would fail validation if it were read
+    with pytest.raises(BudgetExceededError):
+        _clf(acc, epsilon=1.0).fit(X, np.arange(20) % 2)
+
+
+def test_grid_search_clones_charge_the_users_accountant(data):
+    X, y = data
+    acc = PrivacyAccountant()
+    grid = GridSearchCV(_clf(acc), {"norm_bound": [1.0, 4.0]}, cv=3).fit(X, y)
+    assert len(acc.history) == 2 * 3 + 1  # every candidate x fold, and the refit
+    assert grid.best_estimator_.accountant is acc
+
+
+@pytest.mark.parametrize("copier", [
+    clone,
+    copy.copy,
+    copy.deepcopy,
+    lambda est: pickle.loads(pickle.dumps(est)),
+], ids=["clone", "copy", "deepcopy", "pickle"])
+def test_copies_charge_the_original(data, copier):
+    X, y = data
+    acc = PrivacyAccountant()
+    est = copier(_clf(acc))
+    assert est.accountant is acc
+    est.fit(X, y)
+    assert len(acc.history) == 1
+
+
+def test_fitted_estimator_pickle_round_trip_keeps_charging(data):
+    X, y = data
+    acc = PrivacyAccountant()
+    est = pickle.loads(pickle.dumps(_clf(acc).fit(X, y)))
+    est.fit(X, y)
+    assert len(acc.history) == 2
+
+
+def test_threading_workers_charge_the_original(data):
+    X, y = data
+    acc = PrivacyAccountant()
+    with joblib.parallel_backend("threading", n_jobs=2):
+        cross_val_score(_clf(acc), X, y, cv=4, n_jobs=2)
+    assert len(acc.history) == 4
+
+
+def test_process_workers_refuse_instead_of_losing_charges(data):
+    X, y = data
+    acc = PrivacyAccountant()
+    with pytest.raises(RuntimeError, match="another process"):
+        cross_val_score(_clf(acc), X, y, cv=2, n_jobs=2, error_score="raise")
+    assert len(acc.history) == 0
+    # With scikit-learn's default error_score the failure is loud, not silent.
+    with pytest.raises(ValueError, match="fits failed"):
+        cross_val_score(_clf(acc), X, y, cv=2, n_jobs=2)
+    assert len(acc.history) == 0
+
+
+def test_process_workers_refuse_a_user_installed_default(data):
+    X, y = data
+    acc = PrivacyAccountant()
+    with default_accountant(acc):
+        with pytest.raises(RuntimeError, match="another process"):
+            cross_val_score(_clf(None), X, y, cv=2, n_jobs=2, error_score="raise")
+        cross_val_score(_clf(None), X, y, cv=2)  # in-process: charged
+    assert len(acc.history) == 2
+
+
+def test_default_accountant_records_fits_without_accountant(data):
+    X, y = data
+    before = len(get_default_accountant().history)
+    _clf(None).fit(X, y)
+    assert len(get_default_accountant().history) == before + 1
+
+
+def test_estimator_records_events_an_independent_accountant_can_rederive(data):
+    X, y = data
+    est = _clf(PrivacyAccountant(), epsilon=0.7, delta=1e-6).fit(X, y)
+    (event,) = est.privacy_events_
+    independent = PrivacyAccountant(epsilon=0.7, delta=1e-6)
+    independent.spend(est.privacy_events_)
+    assert independent.spent()[0] == pytest.approx(0.7, rel=1e-6)
+    assert est.privacy_spent_ == pytest.approx((0.7, 1e-6), rel=1e-6)
+    assert event.mu == pytest.approx(gdp_mu(0.7, 1e-6), rel=1e-9)
+
+
+def test_params_stay_clone_and_repr_friendly(data):
+    acc = PrivacyAccountant(epsilon=2.0)
+    est = DPLinearRegression(accountant=acc)
+    assert "PrivacyAccountant(epsilon=2.0" in repr(est)
+    assert clone(est).get_params()["accountant"] is acc
+
+
+def test_infinite_epsilon_is_refused_by_a_finite_budget(data):
+    X, y = data
+    acc = PrivacyAccountant(epsilon=10.0)
+    est = _clf(acc, epsilon=np.inf)
+    with pytest.raises(BudgetExceededError):
+        est.fit(X, y)
+    assert not hasattr(est, "coef_")
