@@ -1,0 +1,75 @@
+"""How many noisy GD steps? The benchmark behind ``default_max_iter``.
+
+For each data set and epsilon, the median test metric (utility protocol of
+``benchmarks/utility.py``: 5 splits x 5 noise seeds, delta = 1e-5) for a range
+of fixed step counts T, next to the T that the default rule
+``clip(round(n * mu / 10), 5, 100)`` picks. Prints a table and saves it, with a
+plot, under ``benchmarks/results/``.
+
+Run: ``python benchmarks/tune_max_iter.py [--quick]``
+"""
+
+import argparse
+import pathlib
+import warnings
+
+import numpy as np
+
+from dp_glm_sklearn._demo import DATASETS, evaluate
+from dp_glm_sklearn.mechanisms.noisy_gd import default_max_iter
+from dp_glm_sklearn.privacy.calibration import gdp_mu
+
+RESULTS = pathlib.Path(__file__).parent / "results"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true", help="2 splits x 2 seeds")
+    args = parser.parse_args()
+    splits, seeds = (2, 2) if args.quick else (5, 5)
+    steps = (5, 10, 20, 50, 100, 200)
+    epsilons = (0.3, 1.0, 3.0, 10.0)
+    delta = 1e-5
+    lines = [f"{'dataset':<14} {'eps':>5} {'rule T':>6} " + " ".join(f"T={t:<5}" for t in steps)]
+    curves = {}
+    for name, spec in DATASETS.items():
+        n_train = int(np.ceil(0.75 * len(spec["load"](return_X_y=True)[1])))
+        for eps in epsilons:
+            rule = default_max_iter(n_train, gdp_mu(eps, delta))
+            meds = []
+            for T in steps:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    res = evaluate(name, (eps,), n_splits=splits, n_seeds=seeds, delta=delta,
+                                   max_iter=T)
+                meds.append(float(np.median(res[eps])))
+            curves[(name, eps)] = meds
+            best = steps[int(np.argmax(meds))]
+            row = " ".join(f"{m:<7.3f}" for m in meds)
+            lines.append(f"{name:<14} {eps:>5g} {rule:>6d} {row}  best T={best}")
+    table = "\n".join(lines)
+    print(table)
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "tune_max_iter.txt").write_text(table + "\n")
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for ax, name in zip(axes, DATASETS):
+        for eps in epsilons:
+            ax.plot(steps, curves[(name, eps)], marker="o", label=f"eps={eps:g}")
+        ax.set_xscale("log")
+        ax.set_xlabel("noisy GD steps T")
+        ax.set_ylabel(DATASETS[name]["metric"])
+        ax.set_title(name)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(RESULTS / "tune_max_iter.png", dpi=100)
+
+
+if __name__ == "__main__":
+    main()
