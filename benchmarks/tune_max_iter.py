@@ -59,7 +59,7 @@ def main():
     except ImportError:
         return
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    for ax, name in zip(axes, DATASETS):
+    for ax, name in zip(axes, DATASETS, strict=True):
         for eps in epsilons:
             ax.plot(steps, curves[(name, eps)], marker="o", label=f"eps={eps:g}")
         ax.set_xscale("log")

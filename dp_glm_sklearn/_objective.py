@@ -12,14 +12,38 @@ is fitted (last row: the coefficient of the constant public feature ``c``)
 and ``(d, K)`` otherwise.
 """
 
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.utils.extmath import row_norms
+from threadpoolctl import ThreadpoolController
 
-# Rows per block of the gradient kernel: a block of about 4 MB of float64
-# stays in cache between the two products ``X_b @ W`` and ``X_b.T @ D``.
-_BLOCK_BYTES = 4 * 2**20
+from .losses import SquaredLoss
+
+# Rows per block of the gradient kernel.  A dense block of about 2 MB stays in
+# cache between the two products ``X_b @ W`` and ``X_b.T @ D``, so each step
+# reads X from memory once; smaller blocks cost more in Python overhead than
+# they gain in cache (benchmarks/speed.py).  Sparse blocks hold about 2**20
+# stored values: the per-block overhead (a d-vector, a slice) stays small.
+_BLOCK_BYTES = 2**21
+_SPARSE_BLOCK_NNZ = 2**20
+# A pass over an X of at least _PARALLEL_BYTES is cut into _N_GROUPS groups of
+# blocks shared between threads (as many as BLAS has), BLAS itself limited to
+# one thread: one thread per core streams its own part of X.  BLAS threading
+# inside each small product is slower, and much slower when another process
+# keeps a core busy (its threads wait for each other).  Below that size,
+# threads cost more than they save.
+_PARALLEL_BYTES = 4 * 2**20
+_N_GROUPS = 16
+# The squared loss's gradient is ``(A^T A theta - A^T y) / n`` (A: the clipped
+# rows with their constant feature): with at most this many parameters, the
+# Gram matrix A^T A costs about as much as a few passes over X (one BLAS
+# ``syrk``, compute-bound) and every later step costs O(d^2) instead of O(nd).
+_GRAM_MAX_PARAMS = 256
 
 
 @dataclass(frozen=True)
@@ -84,7 +108,8 @@ class GLMObjective:
 
     Rows are clipped to the public ``feature_norm`` by a per-row scale
     ``s_i = min(1, X / ||x_i||)`` applied inside the kernel, so X is never
-    copied.  ``y`` must already be clipped/encoded by the caller.
+    copied (a float32 X stays float32: each block is converted to float64 on
+    the fly).  ``y`` must already be clipped/encoded by the caller.
     """
 
     def __init__(self, problem, X, y):
@@ -98,16 +123,68 @@ class GLMObjective:
         c = problem.intercept_feature
         self.aug_norms = np.sqrt((self.row_scale * norms) ** 2 + c**2)
         n, d = X.shape
-        self.block_size = max(1, _BLOCK_BYTES // (8 * max(d, 1)))
+        if sp.issparse(X):
+            nbytes = X.data.nbytes + X.indices.nbytes
+            self.block_size = max(1, int(_SPARSE_BLOCK_NNZ * n // max(X.nnz, 1)))
+        else:
+            nbytes = X.nbytes
+            self.block_size = max(1, _BLOCK_BYTES // (8 * max(d, 1)))
+        self._parallel = nbytes >= _PARALLEL_BYTES
+        self._lipschitz = problem.lipschitz  # constants: read once, not per block
+        self._max_aug_norm = float(self.aug_norms.max()) if n else 0.0
+        k = d + int(problem.fit_intercept)
+        self._gram_ok = type(problem.loss) is SquaredLoss and k <= _GRAM_MAX_PARAMS and n >= 2 * k
+        # Labels within the public bound: with ||theta|| <= B every residual is
+        # at most B X_aug + Y, so the safety net provably rescales nothing.
+        self._labels_bounded = bool(n) and float(np.max(np.abs(y))) <= problem.y_bound
+        self._gram_cache = None
+
+    # -- the kernel ---------------------------------------------------------
+    def _block(self, rows):
+        """Rows of X (as float64) and their clipping scales."""
+        Xb = self.X[rows]
+        if Xb.dtype != np.float64:
+            Xb = Xb.astype(np.float64)  # one conversion serves both products
+        return Xb, self.row_scale[rows]
 
     def _scores(self, Xb, sb, theta):
         p = self.problem
         d = p.n_features
-        Z = Xb @ theta[:d]
-        Z = np.asarray(Z, dtype=np.float64) * sb[:, None]
+        Z = np.asarray(Xb @ theta[:d], dtype=np.float64)
+        Z *= sb[:, None]
         if p.fit_intercept:
             Z += p.intercept_feature * theta[d]
         return Z
+
+    def _add_block_grad(self, rows, theta, clip, out):
+        """``out += block_grad(rows, theta, clip)``, with few temporaries."""
+        p = self.problem
+        d = p.n_features
+        Xb, sb = self._block(rows)
+        D = p.loss.derivative(self._scores(Xb, sb, theta), self.y[rows])
+        if clip:
+            self._clip(D, rows)
+        if p.fit_intercept:
+            out[d] += p.intercept_feature * D.sum(axis=0)
+        out[:d] += Xb.T @ (D * sb[:, None])
+
+    def _clip(self, D, rows):
+        """Scale rows of D so that each per-example gradient has norm <= G."""
+        G = self._lipschitz
+        if D.shape[0] == 0:
+            return
+        if D.shape[1] == 1:
+            # |D_i| * aug_i <= max|D| * max(aug) <= G (rounding is monotone):
+            # then no row needs scaling, and the per-row check is skipped.
+            if max(D.max(), -D.min()) * self._max_aug_norm <= G:
+                return
+            dnorm = np.abs(D[:, 0])
+        else:
+            dnorm = np.linalg.norm(D, axis=1)
+        gnorm = dnorm * self.aug_norms[rows]
+        over = gnorm > G
+        if over.any():  # never with correct constants
+            D[over] *= (G / gnorm[over])[:, None]
 
     def block_grad(self, rows, theta, clip=True):
         """Sum of per-example gradients over ``rows`` (a slice), shape of theta.
@@ -116,46 +193,176 @@ class GLMObjective:
         G (the safety net of SPEC section 3) by reweighting its row; with
         correct constants the scale is always 1.
         """
-        p = self.problem
-        d = p.n_features
-        Xb, sb = self.X[rows], self.row_scale[rows]
-        D = p.loss.derivative(self._scores(Xb, sb, theta), self.y[rows])
-        if clip:
-            dnorm = np.abs(D[:, 0]) if D.shape[1] == 1 else np.linalg.norm(D, axis=1)
-            gnorm = dnorm * self.aug_norms[rows]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                r = np.where(gnorm > p.lipschitz, p.lipschitz / gnorm, 1.0)
-            D *= r[:, None]
-        grad = np.empty_like(theta)
-        grad[:d] = Xb.T @ (D * sb[:, None])
-        if p.fit_intercept:
-            grad[d] = p.intercept_feature * D.sum(axis=0)
+        grad = np.zeros(theta.shape)
+        self._add_block_grad(rows, theta, clip, grad)
         return grad
 
+    # -- passes over the data -------------------------------------------------
     def _blocks(self):
         n = self.problem.n_samples
         for start in range(0, n, self.block_size):
             yield slice(start, min(start + self.block_size, n))
 
+    def _map_blocks(self, work):
+        """``[work(group) for group in groups]``: one pass over X, maybe threaded.
+
+        A large X is cut into ``_N_GROUPS`` contiguous groups of blocks (a
+        small one into one group); the groups, hence the order in which
+        partial results are summed, depend only on the data's size, so a fit
+        gives the same numbers whatever the threads.  BLAS is limited to one
+        thread during the pass and the groups are shared between as many
+        threads as BLAS had; one such pass runs at a time, since that limit is
+        process-wide, and a pass that finds another one running runs serially
+        without touching the limit.
+        """
+        blocks = list(self._blocks())
+        n_groups = min(_N_GROUPS, len(blocks)) if self._parallel else 1
+        groups = [blocks[g[0]:g[-1] + 1]
+                  for g in np.array_split(np.arange(len(blocks)), n_groups)]
+        if not _PASS_LOCK.acquire(blocking=False):
+            return [work(g) for g in groups]
+        try:
+            blas = _blas_controller()
+            n_threads = min(_blas_threads(blas), n_groups)
+            with blas.limit(limits=1, user_api="blas"):
+                if n_threads <= 1:
+                    return [work(g) for g in groups]
+                results = [None] * n_groups
+                todo = iter(range(n_groups))
+                todo_lock = threading.Lock()
+
+                def run():  # each thread takes the next group until none is left
+                    while True:
+                        with todo_lock:
+                            i = next(todo, None)
+                        if i is None:
+                            return
+                        results[i] = work(groups[i])
+
+                futures = [_executor().submit(run) for _ in range(n_threads - 1)]
+                run()
+                for f in futures:
+                    f.result()
+                return results
+        finally:
+            _PASS_LOCK.release()
+
     def gradient(self, theta, clip=True):
-        """Average gradient over the data set (one pass over X)."""
-        g = np.zeros_like(theta)
-        for rows in self._blocks():
-            g += self.block_grad(rows, theta, clip=clip)
-        return g / self.problem.n_samples
+        """Average gradient over the data set (one pass over X).
+
+        For the squared loss with few parameters the gradient comes from the
+        Gram matrix of the clipped rows instead (built by one pass, the first
+        time), the same quantity up to rounding: with ``clip=True`` only when
+        ``||theta|| <= norm_bound`` and the labels are within ``y_bound``,
+        where the safety net provably changes nothing.
+        """
+        if self._gram_ok and (not clip or (self._labels_bounded and np.linalg.norm(theta)
+                                           <= self.problem.norm_bound)):
+            gram, rhs = self._gram()
+            return (gram @ theta - rhs) / self.problem.n_samples
+
+        def work(blocks):
+            g = np.zeros(theta.shape)
+            for rows in blocks:
+                self._add_block_grad(rows, theta, clip, g)
+            return g
+
+        parts = self._map_blocks(work)
+        total = parts[0]
+        for part in parts[1:]:
+            total += part
+        total /= self.problem.n_samples
+        return total
+
+    def _gram(self):
+        """``(A^T A, A^T y)``, A the clipped rows with their constant feature (cached)."""
+        if self._gram_cache is None:
+            p = self.problem
+            d, c = p.n_features, p.intercept_feature
+            k = d + int(p.fit_intercept)
+
+            # Quarter blocks: the scaled copy A of each one stays small next to X.
+            step = max(1, self.block_size // 4)
+
+            def work(blocks):
+                gram, rhs = np.zeros((k, k)), np.zeros((k, 1))
+                for rows in (slice(i, min(i + step, b.stop))
+                             for b in blocks for i in range(b.start, b.stop, step)):
+                    Xb, sb = self._block(rows)
+                    yb = self.y[rows]
+                    if sp.issparse(Xb):
+                        A = sp.csr_matrix(Xb.multiply(sb[:, None]))
+                        gram[:d, :d] += (A.T @ A).toarray()
+                    else:
+                        A = Xb * sb[:, None]
+                        gram[:d, :d] += A.T @ A
+                    rhs[:d, 0] += A.T @ yb
+                    if p.fit_intercept:
+                        colsum = np.asarray(A.sum(axis=0)).ravel()
+                        gram[:d, d] += c * colsum
+                        gram[d, :d] += c * colsum
+                        gram[d, d] += c * c * len(yb)
+                        rhs[d, 0] += c * yb.sum()
+                return gram, rhs
+
+            parts = self._map_blocks(work)
+            gram, rhs = parts[0]
+            for g, r in parts[1:]:
+                gram += g
+                rhs += r
+            self._gram_cache = (gram, rhs)
+        return self._gram_cache
 
     def value(self, theta):
         """Average loss over the data set."""
-        total = 0.0
-        for rows in self._blocks():
-            Xb, sb = self.X[rows], self.row_scale[rows]
-            total += self.problem.loss.value(self._scores(Xb, sb, theta), self.y[rows]).sum()
-        return total / self.problem.n_samples
+
+        def work(blocks):
+            total = 0.0
+            for rows in blocks:
+                Xb, sb = self._block(rows)
+                total += self.problem.loss.value(self._scores(Xb, sb, theta),
+                                                 self.y[rows]).sum()
+            return total
+
+        return sum(self._map_blocks(work)) / self.problem.n_samples
 
     def per_sample_loss(self, theta):
         """Loss of each sample (used by private selection, after clipping)."""
         out = np.empty(self.problem.n_samples)
-        for rows in self._blocks():
-            Xb, sb = self.X[rows], self.row_scale[rows]
-            out[rows] = self.problem.loss.value(self._scores(Xb, sb, theta), self.y[rows])
+
+        def work(blocks):
+            for rows in blocks:
+                Xb, sb = self._block(rows)
+                out[rows] = self.problem.loss.value(self._scores(Xb, sb, theta), self.y[rows])
+
+        self._map_blocks(work)
         return out
+
+
+# -- threads --------------------------------------------------------------------
+_LOCK = threading.Lock()
+_PASS_LOCK = threading.Lock()
+_STATE = {"pid": None, "executor": None, "blas": None}
+
+
+def _executor():
+    """A process-wide thread pool, made anew after a fork (threads do not survive it)."""
+    with _LOCK:
+        if _STATE["pid"] != os.getpid():
+            _STATE["executor"] = ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
+                                                    thread_name_prefix="dp_glm_sklearn")
+            _STATE["pid"] = os.getpid()
+        return _STATE["executor"]
+
+
+def _blas_controller():
+    """threadpoolctl's view of the BLAS libraries (inspected once: it is slow)."""
+    with _LOCK:
+        if _STATE["blas"] is None:
+            _STATE["blas"] = ThreadpoolController().select(user_api="blas")
+        return _STATE["blas"]
+
+
+def _blas_threads(blas):
+    """Threads BLAS would use now (honours ``threadpool_limits`` and the environment)."""
+    return max([lib.num_threads for lib in blas.lib_controllers] or [1])
