@@ -23,7 +23,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from ._objective import GLMObjective, PublicProblem
-from .mechanisms import MECHANISMS, calibrate, train
+from .mechanisms import MECHANISMS, calibrate, resolve, train
 from .mechanisms.noisy_gd import default_max_iter
 from .privacy.accountant import (
     PrivacyAccountant,
@@ -60,10 +60,12 @@ class _BaseDPGLM(BaseEstimator):
         "epsilon": [Interval(Real, 0, np.inf, closed="right")],
         "delta": [Interval(Real, 0, 1, closed="neither"), None],
         "feature_norm": [Interval(Real, 0, np.inf, closed="neither")],
-        "norm_bound": [Interval(Real, 0, np.inf, closed="neither")],
+        "norm_bound": [Interval(Real, 0, np.inf, closed="neither"), StrOptions({"auto"})],
         "fit_intercept": ["boolean"],
         "max_iter": [Interval(Integral, 1, None, closed="left"), None],
         "method": [StrOptions(set(MECHANISMS))],
+        "projection_dim": [Interval(Integral, 1, None, closed="left"), None],
+        "l2_regularization": [Interval(Real, 0, None, closed="neither"), None],
         "random_state": ["random_state"],
         "accountant": [PrivacyAccountant, None],
     }
@@ -124,6 +126,12 @@ class _BaseDPGLM(BaseEstimator):
         # Fail fast, before any data value is read: every mechanism is
         # calibrated to exactly (epsilon, delta), i.e. one mu-GDP release.
         accountant.check([GaussianEvent(mu=gdp_mu(epsilon, delta))])
+        if isinstance(self.norm_bound, str):
+            # "auto": the paper's private grid search over B (SPEC 5), one
+            # Gaussian event of the same total cost.
+            from .model_selection._search import fit_auto_norm_bound
+
+            return fit_auto_norm_bound(self, X, y)
 
         X, y = validate_data(
             self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
@@ -139,16 +147,20 @@ class _BaseDPGLM(BaseEstimator):
             y_bound=y_bound,
             norm_bound=float(self.norm_bound),
         )
-        method = self.method if np.isfinite(epsilon) else "non_private"
         max_iter = (default_max_iter(problem.n_samples, gdp_mu(epsilon, delta))
                     if self.max_iter is None else self.max_iter)
-        calibration = calibrate(method, problem, epsilon, delta, max_iter=max_iter)
+        options = dict(max_iter=max_iter, projection_dim=self.projection_dim,
+                       l2=self.l2_regularization)
+        # "auto" is resolved by a pure rule of public quantities (SPEC 4.4).
+        method = resolve(self.method, problem, epsilon, delta, **options)
+        calibration = calibrate(method, problem, epsilon, delta, **options)
 
         accountant.spend(calibration.events, source=f"{type(self).__name__}(method={method!r})")
         theta, n_iter = train(method, GLMObjective(problem, X, y_enc), calibration,
                               _rng(self.random_state))
 
         self._set_coef(theta, problem, y_offset)
+        self.norm_bound_ = problem.norm_bound
         self.n_iter_ = int(n_iter)
         self.method_ = method
         self.privacy_events_ = list(calibration.events)

@@ -31,26 +31,54 @@ _SHARED_PARAMS = """epsilon : float in (0, inf], default=1.0
         is private in itself. Never estimate it from the data you protect: a
         bound read from the data leaks it.
 
-    norm_bound : float > 0, default={norm_bound}
+    norm_bound : float > 0 or "auto", default={norm_bound}
         Public radius B of the constraint ball ``||w|| <= B`` on the
         coefficients (intercept included, in the scaled units of SPEC 1). The
         sensitivity of the mechanisms grows with B for the squared loss; the
-        solution cannot be larger than B. {norm_bound_note}
+        solution cannot be larger than B. {norm_bound_note} ``"auto"`` chooses
+        B privately within the same (epsilon, delta): the paper's private grid
+        search over radii ``2^j`` (Algorithm 4, with
+        :class:`~dp_glm_sklearn.DPGridSearchCV`); the choice is ``norm_bound_``.
 
     fit_intercept : bool, default=True
         Whether to fit an intercept, as the coefficient of a constant public
         feature equal to ``feature_norm`` appended to each row.
 
     max_iter : int >= 1, default=None
-        Number of noisy gradient steps T. ``None`` uses
-        ``clip(round(n_samples * mu / 10), 5, 100)`` with mu the Gaussian DP
-        parameter of (epsilon, delta), a rule fitted on ``benchmarks/utility.py``.
-        Privacy holds for any T: the noise per step grows like ``sqrt(T)`` to
-        keep the same (epsilon, delta).
+        Number of noisy gradient steps T of ``"noisy_gd"`` and ``"jl"``.
+        ``None`` uses ``clip(round(n_samples * mu / 10), 5, 100)`` with mu the
+        Gaussian DP parameter of (epsilon, delta), a rule fitted on
+        ``benchmarks/utility.py``. Privacy holds for any T: the noise per step
+        grows like ``sqrt(T)`` to keep the same (epsilon, delta).
+        ``"output_perturbation"`` ignores it (its solver runs to a certified
+        accuracy).
 
-    method : {{"noisy_gd"}}, default="noisy_gd"
-        Training mechanism: noisy projected gradient descent (Arora et al.
-        2022, Algorithm 1) with averaged iterates.
+    method : {{"noisy_gd", "jl", "output_perturbation", "auto"}}, default="noisy_gd"
+        Training mechanism (Arora et al. 2022), each (epsilon, delta)-DP:
+
+        - ``"noisy_gd"``: noisy projected gradient descent with averaged
+          iterates (Algorithm 1); best in low dimension.
+        - ``"jl"``: a random projection of the rows to ``projection_dim``
+          dimensions, then noisy gradient descent there (Algorithm 2);
+          dimension-free.
+        - ``"output_perturbation"``: the L2-regularized constrained risk
+          minimizer, solved to a certified accuracy, plus Gaussian noise
+          (Algorithm 3); dimension-free.
+        - ``"auto"``: the mechanism with the smallest theoretical
+          excess-risk bound for the public n, d, epsilon, delta and bounds
+          (:func:`dp_glm_sklearn.mechanisms.auto.choose_method`); the choice
+          is shown in ``method_``.
+
+    projection_dim : int >= 1, default=None
+        Dimension k of the random projection of ``method="jl"`` (capped at
+        n_features). ``None`` takes k of order ``(n epsilon)**(2/3)`` from the
+        paper's Theorem 2 (:func:`dp_glm_sklearn.mechanisms.auto.default_projection_dim`).
+
+    l2_regularization : float > 0, default=None
+        Strength lambda of the ``lambda / 2 ||w||**2`` term of
+        ``method="output_perturbation"``; the noise scales like ``1 / lambda``.
+        ``None`` takes it from the paper's Theorems 3 and 5
+        (:func:`dp_glm_sklearn.mechanisms.auto.default_l2`).
 
     random_state : int, RandomState instance or None, default=None
         Seeds the noise (a :class:`numpy.random.Generator`). ``None`` draws
@@ -68,15 +96,21 @@ _SHARED_ATTRIBUTES = """n_features_in_ : int
         Names of features seen during fit, when X has string column names.
 
     n_iter_ : int
-        Number of gradient steps (or solver iterations) run.
+        Number of gradient steps (or solver iterations) run. For
+        ``"output_perturbation"``, the public a-priori bound on the solver's
+        steps: the actual count depends on the data and is not released.
 
     method_ : str
-        The mechanism that trained the model (``"non_private"`` when
-        ``epsilon=np.inf``).
+        The mechanism that trained the model: the one ``method="auto"``
+        chose, ``"non_private"`` when ``epsilon=np.inf``.
+
+    norm_bound_ : float
+        The radius B used (the chosen one when ``norm_bound="auto"``).
 
     privacy_events_ : list of privacy events
         What the fit released, as events an independent accountant can
-        compose (a single ``GaussianEvent(mu)`` for the mechanisms here).
+        compose (a single ``GaussianEvent(mu)`` for the mechanisms here; two
+        when ``norm_bound="auto"``: the search and the refit).
 
     privacy_spent_ : tuple (epsilon, delta)
         The guarantee of this fit, derived from ``privacy_events_``."""
@@ -214,6 +248,7 @@ class DPLinearRegression(_DPRegressorBase):
 
     def __init__(self, *, epsilon=1.0, delta=None, feature_norm=1.0, y_bound=1.0,
                  norm_bound=10.0, fit_intercept=True, max_iter=None, method="noisy_gd",
+                 projection_dim=None, l2_regularization=None,
                  random_state=None, accountant=None):
         self.epsilon = epsilon
         self.delta = delta
@@ -223,6 +258,8 @@ class DPLinearRegression(_DPRegressorBase):
         self.fit_intercept = fit_intercept
         self.max_iter = max_iter
         self.method = method
+        self.projection_dim = projection_dim
+        self.l2_regularization = l2_regularization
         self.random_state = random_state
         self.accountant = accountant
 
@@ -293,7 +330,8 @@ class DPHuberRegressor(_DPRegressorBase):
 
     def __init__(self, *, epsilon=1.0, delta=None, feature_norm=1.0, y_bound=1.0,
                  threshold=1.35, norm_bound=10.0, fit_intercept=True, max_iter=None,
-                 method="noisy_gd", random_state=None, accountant=None):
+                 method="noisy_gd", projection_dim=None, l2_regularization=None,
+                 random_state=None, accountant=None):
         self.epsilon = epsilon
         self.delta = delta
         self.feature_norm = feature_norm
@@ -303,6 +341,8 @@ class DPHuberRegressor(_DPRegressorBase):
         self.fit_intercept = fit_intercept
         self.max_iter = max_iter
         self.method = method
+        self.projection_dim = projection_dim
+        self.l2_regularization = l2_regularization
         self.random_state = random_state
         self.accountant = accountant
 
@@ -376,7 +416,8 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
     }
 
     def __init__(self, *, epsilon=1.0, delta=None, feature_norm=1.0, norm_bound=10.0,
-                 fit_intercept=True, max_iter=None, method="noisy_gd", classes=None,
+                 fit_intercept=True, max_iter=None, method="noisy_gd",
+                 projection_dim=None, l2_regularization=None, classes=None,
                  random_state=None, accountant=None):
         self.epsilon = epsilon
         self.delta = delta
@@ -385,6 +426,8 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
         self.fit_intercept = fit_intercept
         self.max_iter = max_iter
         self.method = method
+        self.projection_dim = projection_dim
+        self.l2_regularization = l2_regularization
         self.classes = classes
         self.random_state = random_state
         self.accountant = accountant

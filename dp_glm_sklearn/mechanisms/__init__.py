@@ -3,6 +3,9 @@
 Every mechanism has two halves: ``calibrate`` (public quantities only: it
 fixes the noise and states the privacy cost as events) and ``train`` (reads
 the data, adds the noise through :mod:`dp_glm_sklearn.privacy.noise`).
+
+``"auto"`` is not a mechanism but a rule (:func:`.auto.choose_method`):
+:func:`resolve` turns it into one of the three before calibration.
 """
 
 import numpy as np
@@ -10,27 +13,62 @@ import numpy as np
 from ..privacy.events import GaussianEvent
 from ._common import Calibration
 from ._solver import solve_constrained_erm
-from .noisy_gd import calibrate_noisy_gd, noisy_gd
+from .auto import choose_method
+
+# Aliases keep the package attributes ``jl``, ``noisy_gd`` and
+# ``output_perturbation`` bound to the submodules, not to their functions.
+from .jl import calibrate_jl
+from .jl import jl as _train_jl
+from .noisy_gd import calibrate_noisy_gd
+from .noisy_gd import noisy_gd as _train_noisy_gd
+from .output_perturbation import calibrate_output_perturbation
+from .output_perturbation import output_perturbation as _train_output_perturbation
 
 #: Public names accepted by the estimators' ``method`` parameter.
-MECHANISMS = ("noisy_gd",)
+MECHANISMS = ("noisy_gd", "jl", "output_perturbation", "auto")
 
 
-def calibrate(method, problem, epsilon, delta, *, max_iter):
+def resolve(method, problem, epsilon, delta, *, max_iter=None, projection_dim=None, l2=None):
+    """The concrete mechanism for ``method`` (``"auto"``: :func:`.auto.choose_method`).
+
+    ``epsilon = inf`` trains without noise whatever the method
+    (``"non_private"``).  Reads no data.
+    """
+    if not np.isfinite(epsilon):
+        return "non_private"
+    if method == "auto":
+        return choose_method(problem, epsilon, delta, max_iter=max_iter,
+                             projection_dim=projection_dim, l2=l2)
+    if method not in MECHANISMS:
+        raise ValueError(f"Unknown method {method!r}; expected one of {MECHANISMS}.")
+    return method
+
+
+def calibrate(method, problem, epsilon, delta, *, max_iter, projection_dim=None, l2=None):
     """Calibrate ``method`` on ``problem`` at (epsilon, delta); no data read."""
     if method == "noisy_gd":
         return calibrate_noisy_gd(problem, epsilon, delta, max_iter)
+    if method == "jl":
+        return calibrate_jl(problem, epsilon, delta, max_iter, projection_dim)
+    if method == "output_perturbation":
+        return calibrate_output_perturbation(problem, epsilon, delta, l2)
     if method == "non_private":
         # epsilon = inf: no noise, no guarantee; the accountant is charged an
         # infinite cost, which only an infinite budget accepts.
         return Calibration(sigma=0.0, events=(GaussianEvent(mu=np.inf, label="non_private"),))
-    raise ValueError(f"Unknown method {method!r}; expected one of {MECHANISMS}.")
+    raise ValueError(f"Unknown method {method!r}; expected one of {MECHANISMS[:-1]} "
+                     "(resolve 'auto' first).")
 
 
 def train(method, objective, calibration, rng):
     """Run ``method``; returns ``(theta, n_iter)``."""
     if method == "noisy_gd":
-        return noisy_gd(objective, calibration, rng)
+        return _train_noisy_gd(objective, calibration, rng)
+    if method == "jl":
+        return _train_jl(objective, calibration, rng)
+    if method == "output_perturbation":
+        return _train_output_perturbation(objective, calibration, rng)
     if method == "non_private":
         return solve_constrained_erm(objective, objective.problem.norm_bound)
-    raise ValueError(f"Unknown method {method!r}; expected one of {MECHANISMS}.")
+    raise ValueError(f"Unknown method {method!r}; expected one of {MECHANISMS[:-1]} "
+                     "(resolve 'auto' first).")

@@ -1,0 +1,153 @@
+"""JL projection + noisy GD (paper Algorithm 2, SPEC section 4.2).
+
+Draw a data-independent ``Phi`` in R^{k x d}, map every (clipped) row x to
+``Phi x``, clip the projected rows to ``(1 + alpha) X``, run noisy projected GD
+(:func:`~dp_glm_sklearn.mechanisms.noisy_gd.noisy_gd`) in R^k with
+constraint radius 2B and output ``w = Phi^T w_k`` (not projected: its norm
+may exceed B, as the paper notes).
+
+Privacy: Phi does not depend on the data, so the mechanism is noisy GD on
+the data set ``{(clip(Phi x_i), y_i)}``, where replacing one record of S
+replaces one projected record.  Every projected row has norm at most
+``(1 + alpha) X`` *by clipping* (the JL norm guarantee holds only with high
+probability; the clipping makes the proof exact), so the calibration of
+noisy GD on the projected public problem (:func:`~.auto.jl_problem`) applies
+verbatim; ``Phi^T`` is post-processing.
+
+Memory: the projection is Gaussian (a dense k x d matrix) when ``k d`` is
+at most 2**22 entries (32 MB), and otherwise a sparse random projection with
+about 16 non-zeros per column (``O(d)`` memory).  The choice depends on the
+sizes only, not on how X is stored, so dense and sparse X give the same model.
+Sparse X is projected without ever being densified; the projected data is
+n x k (dense, or sparse while it is less than half full) and is built by row
+blocks, so no n x d dense array is formed.
+"""
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.random_projection import GaussianRandomProjection, SparseRandomProjection
+from sklearn.utils.extmath import row_norms
+
+from .._objective import GLMObjective
+from ..privacy.calibration import gdp_mu
+from ._common import Calibration
+from .auto import default_projection_dim, jl_distortion, jl_problem
+from .noisy_gd import calibrate_noisy_gd, noisy_gd
+
+__all__ = ["calibrate_jl", "draw_projection", "jl", "project_rows"]
+
+# Largest dense Gaussian projection (k * d entries, 32 MB); above it the
+# projection is sparse.
+_MAX_DENSE_ENTRIES = 2**22
+# A sparse projection puts about this many non-zeros in each column (at least),
+# so that sparse rows (a few large entries) keep their norm: the relative
+# variance of ||Phi x||**2 is about 2 / k + sum_j x_j**4 / (||x||**4 density k).
+_MIN_NONZEROS_PER_COLUMN = 16
+# Rows per block when projecting: temporaries stay near 4 MB.
+_BLOCK_BYTES = 4 * 2**20
+
+
+def calibrate_jl(problem, epsilon, delta, max_iter, projection_dim=None):
+    """Noise for the JL method on ``problem`` at (epsilon, delta); reads no data.
+
+    ``projection_dim=None`` takes k from Theorem 2 with the constants as
+    implemented (:func:`~.auto.default_projection_dim`); k is capped at d.
+    The calibration is that of noisy GD with ``max_iter`` steps on the
+    projected public problem (:func:`~.auto.jl_problem`): sensitivity
+    ``2 G_k / n`` with ``G_k`` the gradient bound for rows of norm
+    ``(1 + alpha) X`` on the ball of radius 2B.
+
+    Returns
+    -------
+    Calibration
+        ``params`` holds ``projection_dim``, ``alpha``, ``max_iter``,
+        ``sensitivity`` and the projected ``problem``.
+    """
+    d = problem.n_features
+    if projection_dim is None:
+        k = default_projection_dim(problem, gdp_mu(epsilon, delta))
+    else:
+        k = int(projection_dim)
+        if not 1 <= k:
+            raise ValueError(f"projection_dim must be an integer >= 1, got {projection_dim!r}.")
+    k = min(k, d)
+    projected = jl_problem(problem, k)
+    inner = calibrate_noisy_gd(projected, epsilon, delta, max_iter)
+    (event,) = inner.events
+    event = type(event)(mu=event.mu, label="jl")
+    params = dict(inner.params, projection_dim=k, alpha=jl_distortion(problem.n_samples, k),
+                  problem=projected)
+    return Calibration(sigma=inner.sigma, events=(event,), params=params)
+
+
+def draw_projection(projection_dim, n_features, rng, sparse):
+    """A random ``k x d`` JL matrix from :mod:`sklearn.random_projection`.
+
+    Gaussian (``N(0, 1/k)`` entries, dense) or sparse (entries
+    ``+-1 / sqrt(density k)`` with probability ``density``, CSR) with
+    ``density = max(1 / sqrt(d), 16 / k)`` capped at 1.  Data-independent:
+    it depends only on the sizes and on ``rng``.
+    """
+    k, d = int(projection_dim), int(n_features)
+    seed = int(rng.integers(np.iinfo(np.int32).max))
+    shape_only = sp.csr_matrix((1, d))  # fit reads nothing but n_features
+    if not sparse:
+        return GaussianRandomProjection(k, random_state=seed).fit(shape_only).components_
+    density = min(1.0, max(1.0 / np.sqrt(d), _MIN_NONZEROS_PER_COLUMN / k))
+    proj = SparseRandomProjection(k, density=density, dense_output=False, random_state=seed)
+    return sp.csr_matrix(proj.fit(shape_only).components_)
+
+
+def project_rows(X, phi, feature_norm):
+    """``diag(s) X Phi^T`` with ``s_i = min(1, X / ||x_i||)`` (rows clipped first).
+
+    Works on row blocks, so temporaries stay small; sparse X stays sparse
+    (the result is densified only if it is more than half full).
+    """
+    n, d = X.shape
+    k = phi.shape[0]
+    norms = row_norms(X)
+    scale = np.ones(n)
+    over = norms > feature_norm
+    scale[over] = feature_norm / norms[over]
+    # Transposed once, in the format the products want (not once per block).
+    phi_t = sp.csr_matrix(phi.T) if sp.issparse(phi) else phi.T
+    # A block of output (and, for dense X, of X) is about 4 MB.
+    block = max(1, _BLOCK_BYTES // (8 * (k if sp.issparse(X) else max(d, k))))
+    if sp.issparse(X) and sp.issparse(phi):
+        parts = []
+        for start in range(0, n, block):
+            rows = slice(start, min(start + block, n))
+            parts.append(sp.csr_matrix(sp.diags(scale[rows]) @ (X[rows] @ phi_t)))
+        out = sp.vstack(parts, format="csr")
+        return out.toarray() if out.nnz > 0.5 * n * k else out
+    out = np.empty((n, k))
+    for start in range(0, n, block):
+        rows = slice(start, min(start + block, n))
+        prod = X[rows] @ phi_t
+        prod = prod.toarray() if sp.issparse(prod) else np.asarray(prod)
+        out[rows] = prod * scale[rows, None]
+    return out
+
+
+def jl(objective, calibration, rng):
+    """Run the JL method; return ``(theta, n_iter)`` in the original coordinates.
+
+    Draws Phi (before any data is read), projects the clipped rows, and runs
+    :func:`~dp_glm_sklearn.mechanisms.noisy_gd.noisy_gd` on a
+    :class:`GLMObjective` of the projected public problem, whose kernel clips
+    the projected rows to ``(1 + alpha) X``.  The output is
+    ``theta = [Phi^T w_k ; w_intercept]``.
+    """
+    problem = objective.problem
+    params = calibration.params
+    k, d = params["projection_dim"], problem.n_features
+    X = objective.X
+    phi = draw_projection(k, d, rng, sparse=k * d > _MAX_DENSE_ENTRIES)
+    projected = GLMObjective(params["problem"], project_rows(X, phi, problem.feature_norm),
+                             objective.y)
+    theta_k, n_iter = noisy_gd(projected, calibration, rng)
+    theta = np.empty(problem.theta_shape)
+    theta[:d] = np.asarray(phi.T @ theta_k[:k])
+    theta[d:] = theta_k[k:]
+    return theta, n_iter

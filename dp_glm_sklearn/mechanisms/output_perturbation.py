@@ -1,0 +1,176 @@
+r"""Constrained regularized ERM + output perturbation (paper Algorithm 3, SPEC 4.3).
+
+``w~ = argmin_{||w|| <= B} F_S(w)``, ``F_S(w) = L(w; S) + (lambda / 2) ||w||**2``;
+the release is ``w_a + N(0, sigma**2 I)`` where ``w_a`` is the solver's
+approximation of ``w~``, certified to satisfy ``||w_a - w~|| <= e`` with the
+public accuracy ``e = r * 2 G / (lambda n)``, ``r = 1e-3``.
+
+Privacy proof
+-------------
+*Exact minimizers.* Let S, S' differ in record i (z_i replaced by z_i').
+``F_S`` is lambda-strongly convex (L convex plus the regularizer); ``w~``
+and ``w~'`` minimize ``F_S`` and ``F_S'`` over the ball C, so the
+first-order conditions give ``<grad F_S(w~), w~' - w~> >= 0`` and
+``<grad F_S'(w~'), w~ - w~'> >= 0``.  Adding the strong-monotonicity
+inequality ``<grad F_S(w~') - grad F_S(w~), w~' - w~> >= lambda ||w~' - w~||**2``::
+
+    lambda ||w~' - w~||**2 <= <grad F_S(w~') - grad F_S'(w~'), w~' - w~>
+                            = (1/n) <grad l(w~'; z_i) - grad l(w~'; z_i'), w~' - w~>
+                           <= (2 G / n) ||w~' - w~||,
+
+because ``w~'`` lies in C, where every per-example gradient has norm at most
+G (SPEC section 3).  So ``||w~ - w~'|| <= 2 G / (lambda n)``.
+
+*Inexact solver.* For F lambda-strongly convex and L-smooth on C (here
+``L = H + lambda``), the gradient mapping
+``g(w) = L (w - Proj_C(w - grad F(w) / L))`` satisfies, for w in C,
+``||w - w~|| <= (2 / lambda) ||g(w)||``.  Proof: with ``w+ = w - g(w)/L``,
+smoothness (descent lemma between w and w+), strong convexity (between w
+and any x in C) and the projection inequality
+``<grad F(w) - g(w), x - w+> >= 0`` give, for every x in C,
+``F(x) >= F(w+) + <g(w), x - w> + ||g(w)||**2 / (2L) + (lambda/2) ||x - w||**2``;
+at ``x = w~`` the left side is at most ``F(w+)``, so
+``(lambda/2) ||w - w~||**2 <= <g(w), w - w~> <= ||g(w)|| ||w - w~||``.
+:func:`certified_minimizer` returns a point of C where
+``(2 / lambda) ||g|| <= e / 2`` (the factor 2 absorbs rounding), or, if the
+certificate is not met, the result of enough projected gradient steps from a
+point of C: one step with step size ``1 / L`` contracts the distance to ``w~``
+by ``1 - lambda / L`` (the map ``w -> w - grad F(w) / L`` of a
+lambda-strongly convex L-smooth F is ``(1 - lambda/L)``-Lipschitz and the
+projection is 1-Lipschitz; ``w~`` is its fixed point), so
+``ceil(log(4 B / e) / -log(1 - lambda / L))`` steps from distance ``<= 2B``
+guarantee ``e / 2`` a priori.  Either way ``||w_a - w~|| <= e`` on *every*
+data set, hence on both neighbors, and
+
+    ||w_a(S) - w_a(S')|| <= 2 G / (lambda n) + 2 e = Delta,
+
+the sensitivity the Gaussian noise is calibrated to (SPEC section 2, one
+release: ``sigma = Delta / mu``).
+
+*No safety net needed.* The argument evaluates per-example gradients only
+at ``w~'`` (in C), and the certificate and the steps use the gradient of the
+true objective at points of C; on C the loss constants bound every
+per-example gradient by G, so the solver uses unclipped gradients (clipping
+would change the objective whose minimizer is certified).  Iterates of the
+fast solver may leave C; only the returned point, in C, matters.
+
+The number of solver iterations depends on the data and is not reported:
+``n_iter`` is the public a-priori step bound.
+"""
+
+import math
+
+import numpy as np
+
+from ..privacy.calibration import gaussian_sigma, gdp_mu
+from ..privacy.events import GaussianEvent
+from ..privacy.noise import add_gaussian_noise
+from ._common import Calibration, project_ball
+from ._solver import solve_constrained_erm
+from .auto import OPTIMIZATION_ACCURACY_RATIO, default_l2
+
+__all__ = [
+    "calibrate_output_perturbation",
+    "certified_minimizer",
+    "guaranteed_steps",
+    "output_perturbation",
+]
+
+
+def calibrate_output_perturbation(problem, epsilon, delta, l2=None):
+    """Noise for output perturbation on ``problem`` at (epsilon, delta); reads no data.
+
+    ``l2=None`` takes lambda from Theorem 3 (smooth losses) or Theorem 5
+    (Lipschitz losses), whichever bound is smaller, with the constants as
+    implemented (:func:`~.auto.default_l2`).  The sensitivity is
+    ``2 G / (lambda n) + 2 e`` with ``e = 1e-3 * 2 G / (lambda n)`` the
+    certified solver accuracy (module docstring), and
+    ``sigma = Delta / mu`` (one Gaussian release, SPEC section 2).
+
+    Returns
+    -------
+    Calibration
+        ``params`` holds ``l2``, ``accuracy`` (e), ``sensitivity`` and
+        ``max_steps`` (the a-priori step bound).
+    """
+    mu = gdp_mu(epsilon, delta)
+    lam = default_l2(problem, mu) if l2 is None else float(l2)
+    if not lam > 0:
+        if mu == math.inf:  # no noise: the regularizer is optional; keep it tiny
+            lam = 0.0
+        else:
+            raise ValueError(f"l2_regularization must be > 0, got {l2!r}.")
+    if lam > 0:
+        main = 2.0 * problem.lipschitz / (lam * problem.n_samples)
+        accuracy = OPTIMIZATION_ACCURACY_RATIO * main
+        sensitivity = main + 2.0 * accuracy
+    else:
+        accuracy, sensitivity = 0.0, math.inf
+    if mu == math.inf:
+        sigma, event_mu = 0.0, math.inf
+    else:
+        sigma = gaussian_sigma(sensitivity, epsilon, delta)
+        event_mu = sensitivity / sigma if sigma > 0 else 0.0
+    params = {
+        "l2": lam,
+        "accuracy": accuracy,
+        "sensitivity": sensitivity,
+        "max_steps": guaranteed_steps(problem, lam, accuracy),
+    }
+    return Calibration(sigma=float(sigma),
+                       events=(GaussianEvent(mu=float(event_mu), label="output_perturbation"),),
+                       params=params)
+
+
+def guaranteed_steps(problem, l2, accuracy):
+    """Projected gradient steps that bring any point of the ball within ``accuracy / 2``.
+
+    ``ceil(log(4 B / accuracy) / -log(1 - lambda / L))`` with
+    ``L = H + lambda``; 0 when ``lambda = 0`` (no guarantee is needed then:
+    only the noiseless ``epsilon = inf`` case uses it).
+    """
+    if not (l2 > 0 and accuracy > 0):
+        return 0
+    L = problem.smoothness + l2
+    rate = -math.log1p(-l2 / L) if l2 < L else math.inf
+    return int(math.ceil(max(0.0, math.log(4.0 * problem.norm_bound / accuracy)) / rate))
+
+
+def certified_minimizer(objective, l2, accuracy, max_steps):
+    """A point ``w`` of the ball with ``||w - w~|| <= accuracy / 2`` (module docstring).
+
+    Runs the accurate solver of :mod:`._solver`, then checks the
+    gradient-mapping certificate at the point it will return; while the
+    certificate fails, takes projected gradient steps (at most
+    ``max_steps``, after which the a-priori contraction bound holds).
+    ``accuracy = 0`` (no regularization, no noise) returns the solver's
+    point.
+    """
+    problem = objective.problem
+    radius = problem.norm_bound
+    L = problem.smoothness + l2
+    tol = l2 * accuracy / 4.0  # (2 / lambda) * ||g|| <= accuracy / 2
+    theta, _ = solve_constrained_erm(objective, radius, l2=l2,
+                                     tol=tol if tol > 0 else 1e-10)
+    theta = project_ball(theta, radius)
+    if not accuracy > 0:
+        return theta
+    for _ in range(max_steps):
+        grad = objective.gradient(theta, clip=False) + l2 * theta
+        step = project_ball(theta - grad / L, radius)
+        if L * np.linalg.norm(theta - step) <= tol:
+            return theta
+        theta = step
+    return theta
+
+
+def output_perturbation(objective, calibration, rng):
+    """Release ``w_a + N(0, sigma**2 I)``; returns ``(theta, max_steps)``.
+
+    ``w_a`` is :func:`certified_minimizer` of the lambda-regularized
+    constrained risk; the noise is drawn by
+    :func:`~dp_glm_sklearn.privacy.noise.add_gaussian_noise`.
+    """
+    p = calibration.params
+    theta = certified_minimizer(objective, p["l2"], p["accuracy"], p["max_steps"])
+    return add_gaussian_noise(theta, calibration.sigma, rng), p["max_steps"]
