@@ -6,6 +6,7 @@ calibration and a privacy accountant that every fit, clones included, charges.
 """
 
 from .linear_model import DPHuberRegressor, DPLinearRegression, DPLogisticRegression
+from .model_selection import DPGridSearchCV, DPRandomizedSearchCV
 from .privacy.accountant import (
     BudgetExceededError,
     PrivacyAccountant,
@@ -18,9 +19,11 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BudgetExceededError",
+    "DPGridSearchCV",
     "DPHuberRegressor",
     "DPLinearRegression",
     "DPLogisticRegression",
+    "DPRandomizedSearchCV",
     "PrivacyAccountant",
     "PrivacyLeakWarning",
     "default_accountant",

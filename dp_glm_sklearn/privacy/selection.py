@@ -1,0 +1,521 @@
+"""Private selection: choose one candidate from scores of bounded sensitivity.
+
+Two mechanisms, both epsilon-DP (pure), both pure functions of public inputs
+except for the scores themselves:
+
+- :func:`exponential_mechanism` (McSherry and Talwar 2007): scores with one
+  common sensitivity (accuracy on a validation set: ``1 / n_val``; a loss
+  clipped at ``C``: ``C / n_val``).  Sampling index ``i`` with probability
+  proportional to ``exp(epsilon * u_i / (2 * Delta))`` is the same
+  distribution as report-noisy-max with Gumbel noise of scale
+  ``2 * Delta / epsilon``, so this is also "report noisy max".
+- :func:`generalized_exponential_mechanism` (Raskhodnikova and Smith 2016,
+  "Lipschitz extensions for node-private graph statistics and the generalized
+  exponential mechanism"; paper's Appendix D.1): each score has its own
+  sensitivity, as the validation losses of models with different norm
+  bounds do (SPEC section 5).
+
+Each returns the chosen index and the privacy event of the selection (a
+:class:`~dp_glm_sklearn.privacy.events.PureDPEvent`).  The exact selection
+probabilities are exposed (``*_probabilities``) so that tests can check the
+epsilon bound on neighbouring score vectors.  All randomness comes from a
+:class:`numpy.random.Generator` passed in.
+
+Adjacency is replace-one (SPEC section 1): a score ``u_j`` has sensitivity
+``Delta_j`` when ``|u_j(S) - u_j(S')| <= Delta_j`` for all neighbours
+``S, S'``.  Scores that may move in opposite directions (the average losses of
+several models when one validation record is replaced) need the factor 2 in
+``epsilon / (2 * Delta)``; it is never dropped here.
+
+This module also converts pure DP into Gaussian DP
+(:func:`pure_dp_gdp_mu`, :func:`gdp_pure_epsilon`), which the model-selection
+wrappers use to record a selection and the trainings it chooses among as one
+Gaussian event (see :mod:`dp_glm_sklearn.model_selection`), and accounts for
+random stopping (:func:`random_stopping_epsilon`, Papernot and Steinke 2022).
+"""
+
+import math
+from functools import lru_cache
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import expit, log_ndtr, logsumexp, ndtri
+
+from .calibration import _check_real
+from .events import PureDPEvent
+
+__all__ = [
+    "exponential_mechanism",
+    "exponential_mechanism_probabilities",
+    "gdp_pure_epsilon",
+    "gem_normalized_scores",
+    "gem_probabilities",
+    "generalized_exponential_mechanism",
+    "pure_dp_gdp_mu",
+    "random_stopping_epsilon",
+    "random_stopping_mu",
+    "sample_stopping_count",
+]
+
+#: Default confidence parameter beta of the generalized exponential mechanism.
+GEM_BETA = 0.05
+
+
+# -- pure DP as Gaussian DP ------------------------------------------------------
+def pure_dp_gdp_mu(epsilon):
+    """Smallest mu such that every epsilon-DP mechanism is mu-GDP.
+
+    ``mu = 2 * Phi^{-1}(e^eps / (1 + e^eps))``.
+
+    Proof.  A mechanism is epsilon-DP iff its trade-off function on every
+    pair of neighbours is at least ``f(a) = max(0, 1 - e^eps a,
+    e^-eps (1 - a))`` (Dong, Roth and Su 2019, "Gaussian differential
+    privacy", Proposition 2.5), and this ``f`` is attained by randomized
+    response, so the question is when ``f >= G_mu`` with ``G_mu(a) =
+    Phi(Phi^{-1}(1 - a) - mu)``.  ``f`` is piecewise linear with a single
+    kink at ``a* = 1 / (1 + e^eps)``, where ``f(a*) = a*``; ``G_mu`` is convex
+    with ``G_mu(0) = 1 = f(0)`` and ``G_mu(1) = 0 = f(1)``.  If
+    ``G_mu(a*) <= a*``, convexity puts ``G_mu`` below its chords from
+    ``(0, 1)`` to ``(a*, G_mu(a*))`` and from there to ``(1, 0)``, hence below
+    ``f`` on both pieces; if ``G_mu(a*) > a*``, then ``G_mu > f`` at ``a*``.
+    So ``f >= G_mu`` iff ``Phi(Phi^{-1}(1 - a*) - mu) <= a*``, i.e.
+    ``mu >= 2 Phi^{-1}(1 - a*)``.
+
+    Parameters
+    ----------
+    epsilon : float
+        Pure DP parameter, in ``[0, inf]``.
+
+    Returns
+    -------
+    mu : float
+        0 for ``epsilon = 0``, ``inf`` for ``epsilon = inf``.
+
+    Examples
+    --------
+    >>> from dp_glm_sklearn.privacy.selection import pure_dp_gdp_mu
+    >>> round(pure_dp_gdp_mu(1.0), 4)
+    1.232
+    """
+    epsilon = _check_real("epsilon", epsilon)
+    if epsilon == math.inf:
+        return math.inf
+    # Phi^{-1}(1 - a*) = -Phi^{-1}(a*) with a* = expit(-eps): accurate for large eps.
+    return float(-2.0 * ndtri(expit(-epsilon)))
+
+
+def gdp_pure_epsilon(mu):
+    """Largest epsilon such that every epsilon-DP mechanism is mu-GDP.
+
+    The inverse of :func:`pure_dp_gdp_mu`:
+    ``epsilon = log(Phi(mu/2) / Phi(-mu/2))``, computed in log space.  A
+    selection run at this epsilon is dominated by a mu-GDP release, so it can
+    share one :class:`~dp_glm_sklearn.privacy.events.GaussianEvent` with
+    Gaussian mechanisms it is in parallel with.
+
+    Parameters
+    ----------
+    mu : float
+        GDP parameter, in ``[0, inf]``.
+
+    Returns
+    -------
+    epsilon : float
+
+    Examples
+    --------
+    >>> from dp_glm_sklearn.privacy.selection import gdp_pure_epsilon
+    >>> round(gdp_pure_epsilon(1.232), 3)
+    1.0
+    """
+    mu = _check_real("mu", mu)
+    if mu == math.inf:
+        return math.inf
+    return float(log_ndtr(mu / 2.0) - log_ndtr(-mu / 2.0))
+
+
+# -- validation helpers -------------------------------------------------------------
+def _check_utilities(utilities):
+    u = np.asarray(utilities, dtype=np.float64)
+    if u.ndim != 1 or u.size == 0:
+        raise ValueError(
+            f"utilities must be a non-empty 1-d array of scores, got shape {u.shape}."
+        )
+    if not np.all(np.isfinite(u)):
+        raise ValueError("utilities must be finite numbers.")
+    return u
+
+
+def _check_sensitivities(sensitivities, size):
+    d = np.asarray(sensitivities, dtype=np.float64)
+    if d.ndim == 0:
+        d = np.full(size, float(d))
+    if d.shape != (size,):
+        raise ValueError(
+            f"sensitivities must be a scalar or have one entry per utility ({size}), "
+            f"got shape {d.shape}."
+        )
+    if not np.all(np.isfinite(d)) or np.any(d < 0):
+        raise ValueError("sensitivities must be finite numbers >= 0.")
+    return d
+
+
+def _softmax(logits):
+    """Probabilities ``exp(logits) / sum exp(logits)``; ``+inf`` logits share all mass."""
+    logits = np.asarray(logits, dtype=np.float64)
+    if np.any(logits == np.inf):
+        p = (logits == np.inf).astype(np.float64)
+        return p / p.sum()
+    return np.exp(logits - logsumexp(logits))
+
+
+def _sample(probabilities, rng):
+    """Index drawn from ``probabilities`` by inverting the CDF with one uniform."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {rng!r}.")
+    cdf = np.cumsum(probabilities)
+    index = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+    return min(index, len(probabilities) - 1)
+
+
+# -- exponential mechanism ------------------------------------------------------------
+def exponential_mechanism_probabilities(utilities, sensitivity, epsilon):
+    """Selection probabilities of the exponential mechanism.
+
+    ``P(i) = exp(epsilon u_i / (2 Delta)) / sum_j exp(epsilon u_j / (2 Delta))``.
+    If every ``u_j`` has sensitivity ``Delta``, the ratio of ``P(i)`` on two
+    neighbours is at most ``e^{epsilon/2} * e^{epsilon/2}`` (numerator and
+    normalizer), so the mechanism is epsilon-DP.
+
+    Parameters
+    ----------
+    utilities : array-like of shape (n_candidates,)
+        Scores, higher is better.
+    sensitivity : float
+        Common sensitivity Delta of the scores, ``> 0``.
+    epsilon : float
+        Privacy parameter, in ``[0, inf]``; ``inf`` puts all mass, uniformly,
+        on the best scores (no privacy).
+
+    Returns
+    -------
+    probabilities : ndarray of shape (n_candidates,)
+    """
+    u = _check_utilities(utilities)
+    sensitivity = _check_real("sensitivity", sensitivity, low_open=True, allow_inf=False)
+    epsilon = _check_real("epsilon", epsilon)
+    if epsilon == math.inf:
+        return _softmax(np.where(u == u.max(), np.inf, -np.inf))
+    return _softmax(epsilon * u / (2.0 * sensitivity))
+
+
+def exponential_mechanism(utilities, sensitivity, epsilon, rng, *, label="exponential mechanism"):
+    """Choose an index with the exponential mechanism (epsilon-DP).
+
+    Parameters
+    ----------
+    utilities : array-like of shape (n_candidates,)
+        Scores, higher is better, each of sensitivity ``sensitivity``.
+    sensitivity : float
+        Common sensitivity of the scores, ``> 0``.
+    epsilon : float
+        Privacy parameter, in ``[0, inf]``.
+    rng : numpy.random.Generator
+        Source of randomness.
+    label : str, default="exponential mechanism"
+        Label of the privacy event.
+
+    Returns
+    -------
+    index : int
+        The chosen candidate.
+    event : PureDPEvent
+        The cost of the selection, ``PureDPEvent(epsilon)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dp_glm_sklearn.privacy.selection import exponential_mechanism
+    >>> accuracy = [0.70, 0.95, 0.80]   # on 1000 validation records
+    >>> exponential_mechanism(accuracy, 1 / 1000, 1.0, np.random.default_rng(0))
+    (1, PureDPEvent(epsilon=1.0, label='exponential mechanism'))
+    """
+    p = exponential_mechanism_probabilities(utilities, sensitivity, epsilon)
+    return _sample(p, rng), PureDPEvent(epsilon=float(epsilon), label=label)
+
+
+# -- generalized exponential mechanism -------------------------------------------------
+def gem_normalized_scores(utilities, sensitivities, epsilon, beta=GEM_BETA):
+    """The sensitivity-1 scores ``s_i`` of the generalized exponential mechanism.
+
+    With ``t = 2 ln(K / beta) / epsilon`` (K candidates) and penalized
+    utilities ``a_i = u_i - t D_i``,
+
+        ``s_i = min_j (a_i - a_j) / (D_i + D_j)``
+
+    (the term ``j = i`` is 0, so ``s_i <= 0``; a term with ``D_i + D_j = 0``
+    compares two data-independent scores and is 0, ``+inf`` or ``-inf`` by
+    the sign of ``a_i - a_j``).  On neighbours ``a_i - a_j`` moves by at most
+    ``D_i + D_j``, so every term, and their minimum, moves by at most 1.
+
+    Parameters
+    ----------
+    utilities : array-like of shape (n_candidates,)
+        Scores ``u_i``, higher is better.
+    sensitivities : array-like of shape (n_candidates,)
+        Sensitivity ``D_i >= 0`` of each score.
+    epsilon : float
+        Privacy parameter, in ``(0, inf]`` (``inf``: no penalty).
+    beta : float, default=0.05
+        Confidence parameter in ``(0, 1)``: with probability ``1 - beta`` the
+        chosen ``i`` has ``-u_i <= min_j (-u_j + 4 D_j ln(K / beta) / epsilon)``
+        (Raskhodnikova and Smith 2016).
+
+    Returns
+    -------
+    s : ndarray of shape (n_candidates,)
+    """
+    u = _check_utilities(utilities)
+    d = _check_sensitivities(sensitivities, u.size)
+    epsilon = _check_real("epsilon", epsilon, low_open=True)
+    beta = _check_real("beta", beta, low_open=True, high=1.0)
+    if beta == 1.0:
+        raise ValueError("beta must be a number in (0, 1), got 1.0.")
+    t = 2.0 * math.log(u.size / beta) / epsilon
+    a = u - t * d
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = (a[:, None] - a[None, :]) / (d[:, None] + d[None, :])
+    terms[np.isnan(terms)] = 0.0  # 0 / 0: a data-independent tie
+    return terms.min(axis=1)
+
+
+def gem_probabilities(utilities, sensitivities, epsilon, beta=GEM_BETA):
+    """Selection probabilities of the generalized exponential mechanism.
+
+    ``P(i)`` proportional to ``exp(epsilon s_i / 2)`` with ``s`` from
+    :func:`gem_normalized_scores`: the exponential mechanism on scores of
+    sensitivity 1, hence epsilon-DP.
+
+    Parameters
+    ----------
+    utilities, sensitivities, epsilon, beta
+        As in :func:`gem_normalized_scores`.
+
+    Returns
+    -------
+    probabilities : ndarray of shape (n_candidates,)
+    """
+    s = gem_normalized_scores(utilities, sensitivities, epsilon, beta)
+    if epsilon == math.inf:
+        return _softmax(np.where(s == s.max(), np.inf, -np.inf))
+    return _softmax(epsilon * s / 2.0)
+
+
+def generalized_exponential_mechanism(utilities, sensitivities, epsilon, rng, *,
+                                      beta=GEM_BETA, label="generalized exponential mechanism"):
+    """Choose an index with the generalized exponential mechanism (epsilon-DP).
+
+    Raskhodnikova and Smith (2016), as stated in SPEC section 5: a candidate
+    whose score is known less precisely (a larger sensitivity ``D_i``) must
+    beat the others by a margin proportional to ``D_i``.
+
+    Parameters
+    ----------
+    utilities : array-like of shape (n_candidates,)
+        Scores, higher is better (``u = -loss``).
+    sensitivities : array-like of shape (n_candidates,)
+        Sensitivity ``D_i >= 0`` of each score; 0 for a data-independent score
+        (the zero model of the paper's Algorithm 4).
+    epsilon : float
+        Privacy parameter, in ``(0, inf]``.
+    rng : numpy.random.Generator
+        Source of randomness.
+    beta : float, default=0.05
+        Confidence parameter, see :func:`gem_normalized_scores`.
+    label : str, default="generalized exponential mechanism"
+        Label of the privacy event.
+
+    Returns
+    -------
+    index : int
+        The chosen candidate.
+    event : PureDPEvent
+        The cost of the selection, ``PureDPEvent(epsilon)``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dp_glm_sklearn.privacy.selection import generalized_exponential_mechanism
+    >>> losses = np.array([0.50, 0.20, 0.21])
+    >>> index, event = generalized_exponential_mechanism(
+    ...     -losses, [1e-4, 1e-4, 1e-2], 1.0, np.random.default_rng(0))
+    >>> index, event.epsilon
+    (1, 1.0)
+    """
+    p = gem_probabilities(utilities, sensitivities, epsilon, beta)
+    return _sample(p, rng), PureDPEvent(epsilon=float(epsilon), label=label)
+
+
+# -- random stopping ---------------------------------------------------------------
+#: Distributions of the number of runs: the shape of the truncated negative
+#: binomial distribution of Papernot and Steinke (2022).
+STOPPING_SHAPES = {"logarithmic": 0.0, "geometric": 1.0}
+
+
+def _check_stopping(mean, stopping):
+    mean = _check_real("mean", mean, low=1.0, low_open=True, allow_inf=False)
+    if stopping not in STOPPING_SHAPES:
+        raise ValueError(
+            f"stopping must be one of {sorted(STOPPING_SHAPES)}, got {stopping!r}."
+        )
+    return mean, STOPPING_SHAPES[stopping]
+
+
+def _stopping_mean(gamma, shape):
+    if shape == 1.0:
+        return 1.0 / gamma
+    return (1.0 - gamma) / (gamma * -math.log(gamma))  # logarithmic
+
+
+def _stopping_gamma(mean, shape):
+    """Parameter gamma of the stopping distribution with the given mean.
+
+    Rounded up, so that the sampled distribution has a mean at most ``mean``
+    and a gamma at least the one dp-accounting derives from ``mean`` (its
+    bisection rounds gamma down): both make the accounting conservative.
+    """
+    if shape == 1.0:
+        return float(np.nextafter(1.0 / mean, 1.0))
+    lo, hi = 0.0, 1.0  # the mean decreases from inf to 1 on (0, 1)
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if _stopping_mean(mid, shape) > mean:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+def sample_stopping_count(mean, stopping, rng):
+    """Number of runs K >= 1 of a random-stopping search.
+
+    ``"geometric"``: ``P(K = k) = gamma (1 - gamma)^(k - 1)``;
+    ``"logarithmic"``: ``P(K = k) = (1 - gamma)^k / (k ln(1 / gamma))``; gamma
+    such that ``E[K] = mean``.  K must stay secret: the guarantee of
+    :func:`random_stopping_epsilon` covers the best run only.
+
+    Parameters
+    ----------
+    mean : float
+        Expected number of runs, ``> 1``.
+    stopping : {"logarithmic", "geometric"}
+        The distribution.
+    rng : numpy.random.Generator
+        Source of randomness.
+
+    Returns
+    -------
+    count : int
+    """
+    mean, shape = _check_stopping(mean, stopping)
+    gamma = _stopping_gamma(mean, shape)
+    if shape == 1.0:
+        return int(rng.geometric(gamma))
+    return int(rng.logseries(1.0 - gamma))
+
+
+def random_stopping_epsilon(mu, mean, delta, stopping="logarithmic"):
+    """Epsilon of the best of a random number of mu-GDP runs.
+
+    Run a mu-GDP mechanism K times, K drawn from ``stopping`` with mean
+    ``mean`` (independently of the data, and kept secret), and release only
+    the run with the best (privately computed) score.  A mu-GDP run is
+    ``(lambda, lambda mu^2 / 2)``-RDP for every order (its Renyi divergences
+    are those of ``N(0, 1)`` and ``N(mu, 1)`` at most); Papernot and Steinke
+    (2022, "Hyperparameter tuning with Renyi differential privacy", Theorem 2
+    for truncated negative binomial K) bound the RDP of the output by
+    ``eps(lambda) + (1 + eta)(1 - 1/lhat) eps(lhat) + (1 + eta) ln(1/gamma)/lhat
+    + ln(E[K]) / (lambda - 1)``.  This is dp-accounting's ``RdpAccountant``
+    on ``RepeatAndSelectDpEvent(GaussianDpEvent(1 / mu), mean, shape)``, which
+    minimizes over ``lhat`` on its grid of orders and converts the RDP curve
+    to (epsilon, delta).
+
+    Parameters
+    ----------
+    mu : float
+        GDP parameter of one run (training and score), in ``[0, inf]``.
+    mean : float
+        Expected number of runs, ``> 1``.
+    delta : float
+        Target delta, in ``(0, 1)``.
+    stopping : {"logarithmic", "geometric"}, default="logarithmic"
+        Distribution of the number of runs.
+
+    Returns
+    -------
+    epsilon : float
+
+    Examples
+    --------
+    >>> from dp_glm_sklearn.privacy.selection import random_stopping_epsilon
+    >>> round(random_stopping_epsilon(0.4142, 10, 1e-5), 2)
+    3.0
+    """
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    mu = _check_real("mu", mu)
+    mean, shape = _check_stopping(mean, stopping)
+    delta = _check_real("delta", delta, low_open=True, high=1.0)
+    if mu == 0.0:
+        return 0.0
+    if mu == math.inf:
+        return math.inf
+    accountant = rdp_privacy_accountant.RdpAccountant()
+    accountant.compose(dp_event.RepeatAndSelectDpEvent(
+        dp_event.GaussianDpEvent(noise_multiplier=1.0 / mu), mean, shape))
+    return float(accountant.get_epsilon(delta))
+
+
+@lru_cache(maxsize=128)
+def random_stopping_mu(epsilon, delta, mean, stopping="logarithmic"):
+    """Largest per-run mu whose random-stopping search is (epsilon, delta)-DP.
+
+    Inverts :func:`random_stopping_epsilon` (increasing in mu) with Brent's
+    method, then steps below the root so that the returned mu never exceeds
+    the budget through rounding.  Cached: a search's refits and scikit-learn's
+    repeated fits ask for the same budget.
+
+    Parameters
+    ----------
+    epsilon : float
+        Target epsilon of the whole search, in ``(0, inf]``.
+    delta : float
+        Target delta, in ``(0, 1)``.
+    mean, stopping
+        As in :func:`random_stopping_epsilon`.
+
+    Returns
+    -------
+    mu : float
+    """
+    epsilon = _check_real("epsilon", epsilon, low_open=True)
+    if epsilon == math.inf:
+        return math.inf
+
+    def excess(log_mu):
+        return random_stopping_epsilon(math.exp(log_mu), mean, delta, stopping) - epsilon
+
+    lo, hi = math.log(1e-8), math.log(1.0)
+    if excess(lo) > 0.0:
+        # The log(E[K]) and log(1/gamma) terms do not vanish with mu.
+        raise ValueError(
+            f"epsilon={epsilon!r} is below what random stopping with mean={mean!r} costs "
+            "even for runs that reveal nothing; raise epsilon or lower the mean."
+        )
+    while excess(hi) < 0.0:
+        hi += 1.0
+    mu = math.exp(brentq(excess, lo, hi, xtol=1e-12))
+    while random_stopping_epsilon(mu, mean, delta, stopping) > epsilon:
+        mu *= 1.0 - 1e-9
+    return mu

@@ -1,0 +1,540 @@
+"""Tests of DPGridSearchCV and DPRandomizedSearchCV (SPEC sections 5-7)."""
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+from joblib import parallel_config
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import Normalizer
+
+from dp_glm_sklearn import (
+    BudgetExceededError,
+    DPGridSearchCV,
+    DPHuberRegressor,
+    DPLinearRegression,
+    DPLogisticRegression,
+    DPRandomizedSearchCV,
+    PrivacyAccountant,
+    default_accountant,
+)
+from dp_glm_sklearn.model_selection import _search
+from dp_glm_sklearn.privacy import (
+    ApproxDPEvent,
+    GaussianEvent,
+    compose,
+    gdp_mu,
+    total_mu,
+)
+from dp_glm_sklearn.privacy.selection import (
+    exponential_mechanism_probabilities,
+    gdp_pure_epsilon,
+    gem_probabilities,
+)
+
+DELTA = 1e-5
+
+
+@pytest.fixture(scope="module")
+def clf_data():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1200, 4))
+    y = (X @ [1.5, -1.0, 0.5, 0.0] + 0.3 * rng.normal(size=1200) > 0).astype(int)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def reg_data():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(1200, 3)) / 2
+    y = X @ [0.5, -0.5, 0.25] + 0.1 * rng.normal(size=1200)
+    return X, y
+
+
+def _clf(**kw):
+    return DPLogisticRegression(feature_norm=4.0, classes=[0, 1], max_iter=20, **kw)
+
+
+def _reg(**kw):
+    return DPLinearRegression(feature_norm=1.5, y_bound=2.0, max_iter=20, **kw)
+
+
+GRID = {"norm_bound": [0.3, 3.0, 30.0]}
+
+
+# -- the privacy record ---------------------------------------------------------------
+def test_grid_search_charges_one_gaussian_event_worth_the_budget(clf_data):
+    acc = PrivacyAccountant(epsilon=2.0, delta=DELTA)
+    search = DPGridSearchCV(_clf(), GRID, epsilon=1.0, delta=DELTA, refit=False,
+                            accountant=acc, random_state=0).fit(*clf_data)
+    mu = gdp_mu(1.0, DELTA)
+    assert len(search.privacy_events_) == 1
+    (event,) = search.privacy_events_
+    assert isinstance(event, GaussianEvent) and event.mu == pytest.approx(mu, rel=1e-9)
+    assert search.privacy_spent_[0] == pytest.approx(1.0, rel=1e-9)
+    assert search.privacy_spent_[1] == DELTA
+    (record,) = acc.history
+    assert list(record.events) == search.privacy_events_
+    assert acc.spent()[0] == pytest.approx(1.0, rel=1e-9)
+    # Per-candidate budget: mu / sqrt(K), exact GDP composition.
+    cand_eps, cand_delta = search.candidate_privacy_
+    assert cand_delta == DELTA
+    assert gdp_mu(cand_eps, DELTA) == pytest.approx(mu / math.sqrt(3), rel=1e-9)
+    assert search.best_estimator_.privacy_spent_ == pytest.approx(search.candidate_privacy_)
+    assert search.selection_epsilon_ == pytest.approx(gdp_pure_epsilon(mu))
+
+
+def test_refit_shares_the_budget_and_is_charged(clf_data):
+    acc = PrivacyAccountant(epsilon=1.0, delta=DELTA)
+    search = DPGridSearchCV(_clf(), GRID, epsilon=1.0, delta=DELTA, refit=True,
+                            accountant=acc, random_state=0).fit(*clf_data)
+    assert [type(e) for e in search.privacy_events_] == [GaussianEvent, GaussianEvent]
+    assert total_mu(search.privacy_events_) == pytest.approx(gdp_mu(1.0, DELTA), rel=1e-9)
+    assert search.privacy_spent_[0] == pytest.approx(1.0, rel=1e-9)
+    assert acc.spent()[0] == pytest.approx(1.0, rel=1e-9)
+    # The refit saw all the data, at half the Gaussian budget.
+    assert search.best_estimator_.privacy_events_[0].mu == pytest.approx(
+        gdp_mu(1.0, DELTA) / math.sqrt(2), rel=1e-9)
+
+
+def test_refused_budget_trains_nothing_and_reads_no_data():
+    class Untouchable:
+        """Data whose size is public but whose values may not be read."""
+
+        shape = (500, 3)
+
+        def __len__(self):
+            return 500
+
+        def __getitem__(self, item):
+            raise AssertionError("data read before the budget check")
+
+        def __array__(self, *args, **kwargs):
+            raise AssertionError("data read before the budget check")
+
+    acc = PrivacyAccountant(epsilon=0.5, delta=DELTA)
+    search = DPGridSearchCV(_clf(), GRID, epsilon=1.0, delta=DELTA, accountant=acc)
+    with pytest.raises(BudgetExceededError):
+        search.fit(Untouchable(), Untouchable())
+    assert acc.history == []
+    assert not hasattr(search, "best_estimator_")
+
+
+def test_grid_may_not_set_the_budget(clf_data):
+    acc = PrivacyAccountant(delta=DELTA)
+    for key in ("epsilon", "delta", "accountant"):
+        search = DPGridSearchCV(_clf(), {key: [1.0]}, accountant=acc)
+        with pytest.raises(ValueError, match="may not set"):
+            search.fit(*clf_data)
+    assert acc.history == []
+
+
+def test_accountant_resolution(clf_data):
+    acc, other = PrivacyAccountant(delta=DELTA), PrivacyAccountant(delta=DELTA)
+    # The estimator's accountant is charged when the search has none.
+    DPGridSearchCV(_clf(accountant=acc), GRID, delta=DELTA, random_state=0).fit(*clf_data)
+    assert len(acc.history) == 1
+    with pytest.raises(ValueError, match="different accountants"):
+        DPGridSearchCV(_clf(accountant=acc), GRID, accountant=other).fit(*clf_data)
+    # The default accountant, when neither has one.
+    with default_accountant(other):
+        DPGridSearchCV(_clf(), GRID, delta=DELTA, random_state=0).fit(*clf_data)
+    assert len(other.history) == 1 and len(acc.history) == 1
+
+
+def test_best_estimator_keeps_the_users_accountant(clf_data):
+    acc = PrivacyAccountant(delta=DELTA)
+    search = DPGridSearchCV(_clf(accountant=acc), GRID, delta=DELTA,
+                            random_state=0).fit(*clf_data)
+    assert search.best_estimator_.accountant is acc
+    # Refitting the chosen estimator charges the user, as any fit does.
+    clone(search.best_estimator_).fit(*clf_data)
+    assert len(acc.history) == 2
+
+
+@pytest.mark.parametrize("Search, grid_key", [(DPGridSearchCV, "param_grid"),
+                                              (DPRandomizedSearchCV, "param_distributions")])
+@pytest.mark.parametrize("on_estimator", [True, False])
+def test_parallel_workers_charge_nothing_the_wrapper_charges_once(clf_data, Search, grid_key,
+                                                                  on_estimator):
+    # loky processes: an accountant copied there is detached and refuses to
+    # spend (a candidate fitted there with the user's accountant would raise),
+    # so candidates must run pre-paid; the user's accountant sees the
+    # wrapper's charge and nothing else.
+    acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
+    kwargs = {grid_key: GRID, "epsilon": 1.0, "delta": DELTA, "n_jobs": 2, "random_state": 0}
+    if Search is DPRandomizedSearchCV:
+        kwargs["mean_candidates"] = 3.0
+    if on_estimator:
+        search = Search(_clf(accountant=acc), **kwargs)
+    else:
+        search = Search(_clf(), accountant=acc, **kwargs)
+    with parallel_config(backend="loky"):
+        search.fit(*clf_data)
+    assert search.best_estimator_.accountant is acc
+    (record,) = acc.history
+    assert list(record.events) == search.privacy_events_
+    assert acc.spent()[0] == pytest.approx(search.privacy_spent_[0], rel=1e-9)
+
+
+def test_same_random_state_same_result(clf_data):
+    a = DPGridSearchCV(_clf(), GRID, delta=DELTA, random_state=3).fit(*clf_data)
+    b = DPGridSearchCV(_clf(), GRID, delta=DELTA, random_state=3).fit(*clf_data)
+    assert a.best_params_ == b.best_params_
+    np.testing.assert_array_equal(a.best_estimator_.coef_, b.best_estimator_.coef_)
+
+
+# -- no raw score ------------------------------------------------------------------------
+def _floats_in(obj, seen=None):
+    """Every float reachable from an object's attributes, dicts, lists, arrays."""
+    seen = set() if seen is None else seen
+    if id(obj) in seen:
+        return
+    seen.add(id(obj))
+    if isinstance(obj, (float, np.floating)):
+        yield float(obj)
+    elif isinstance(obj, np.ndarray):
+        if obj.dtype.kind == "f":
+            yield from map(float, obj.ravel())
+        elif obj.dtype == object:
+            for item in obj.ravel():
+                yield from _floats_in(item, seen)
+    elif isinstance(obj, dict):
+        for value in obj.values():
+            yield from _floats_in(value, seen)
+    elif isinstance(obj, (list, tuple)):
+        for value in obj:
+            yield from _floats_in(value, seen)
+    elif hasattr(obj, "__dict__") and not isinstance(obj, PrivacyAccountant):
+        yield from _floats_in(vars(obj), seen)
+
+
+@pytest.mark.parametrize("scoring", ["accuracy", "loss"])
+def test_no_raw_validation_score_anywhere(clf_data, monkeypatch, scoring):
+    captured = []
+    original = _search._BaseDPSearch._validation_utilities
+
+    def spy(self, *args):
+        utilities, sensitivities = original(self, *args)
+        captured.extend(map(float, utilities))
+        return utilities, sensitivities
+
+    monkeypatch.setattr(_search._BaseDPSearch, "_validation_utilities", spy)
+    search = DPGridSearchCV(_clf(), GRID, delta=DELTA, scoring=scoring,
+                            random_state=0).fit(*clf_data)
+    assert len(captured) == 3
+    raw = set(captured) | {-u for u in captured} | {1 + u for u in captured}
+    released = set(_floats_in(search))
+    assert not raw & released
+    assert not any("score" in key and key != "score_sensitivity" for key in search.cv_results_)
+    assert not hasattr(search, "best_score_")
+
+
+# -- the selection itself, on neighbouring validation sets --------------------------------
+def _fitted_candidates(search, X, y):
+    slot = _search._find_dp_slot(search.estimator)
+    candidates = list(_search.ParameterGrid(search.param_grid))
+    fixed = {"epsilon": 0.5, "delta": DELTA}
+    fitted = search._fit_all(slot, candidates, fixed, X, y, range(len(candidates)))
+    return slot, fitted
+
+
+@pytest.mark.parametrize(
+    "make, scoring, selection",
+    [
+        (_clf, "accuracy", "gem"),
+        (_clf, "loss", "gem"),
+        (_reg, "loss", "gem"),
+        (_reg, "neg_mean_absolute_error", "exponential"),
+        (_reg, "neg_mean_squared_error", "gem"),
+        (lambda: DPHuberRegressor(feature_norm=1.5, y_bound=2.0, threshold=0.5, max_iter=20),
+         "loss", "gem"),
+    ],
+)
+def test_selection_probabilities_obey_epsilon_on_neighbouring_validation_sets(
+        clf_data, reg_data, make, scoring, selection):
+    # Exact probabilities of the search's selection on S2 and on S2 with one
+    # record replaced by an extreme one (huge norm, label on the bound or
+    # outside it): their ratio is at most e^epsilon_sel, which holds only if
+    # every per-example score is clipped at its declared bound.
+    is_clf = make is _clf
+    X, y = clf_data if is_clf else reg_data
+    search = DPGridSearchCV(make(), GRID, scoring=scoring, selection=selection, delta=DELTA)
+    slot, fitted = _fitted_candidates(search, X[:600], y[:600])
+    X_val, y_val = X[600:800], y[600:800]
+    epsilon = 0.8
+    base_u, sens = search._validation_utilities(fitted, slot, X_val, y_val)
+    extremes = [np.full(X.shape[1], 1e3), np.full(X.shape[1], -1e3), np.zeros(X.shape[1])]
+    labels = [0, 1] if is_clf else [-50.0, 50.0, 0.0]
+    for i in (0, 7):
+        for row in extremes:
+            for label in labels:
+                X2, y2 = X_val.copy(), y_val.copy()
+                X2[i], y2[i] = row, label
+                u2, sens2 = search._validation_utilities(fitted, slot, X2, y2)
+                np.testing.assert_array_equal(sens, sens2)  # public
+                assert np.all(np.abs(u2 - base_u) <= sens * (1 + 1e-12))
+                if selection == "gem" and np.ptp(sens) > 0:
+                    p, q = gem_probabilities(base_u, sens, epsilon), gem_probabilities(
+                        u2, sens, epsilon)
+                else:
+                    p = exponential_mechanism_probabilities(base_u, sens.max(), epsilon)
+                    q = exponential_mechanism_probabilities(u2, sens.max(), epsilon)
+                assert np.max(np.abs(np.log(p) - np.log(q))) <= epsilon * (1 + 1e-9)
+
+
+def test_loss_scores_are_clipped_at_the_loss_bound(reg_data):
+    X, y = reg_data
+    est = _reg(norm_bound=1.0, epsilon=1.0).fit(X, y)
+    est.coef_ = est.coef_ * 1e4  # a model far outside its constraint ball
+    slot = _search._find_dp_slot(est)
+    bound = _search._glm_loss_bound(est)
+    # (B X_aug + Y)^2 / 2 with X_aug = sqrt(2) * 1.5 (intercept feature) and Y = 2.
+    assert bound == pytest.approx((1.0 * math.sqrt(2) * 1.5 + 2.0) ** 2 / 2)
+    losses, declared = _search._validation_losses(est, slot, "loss", X[:50] * 100, y[:50])
+    assert declared == bound and losses.max() == bound and losses.min() >= 0
+
+
+def test_logistic_loss_bound():
+    est = _clf(norm_bound=2.0, epsilon=1.0).fit(np.eye(4), [0, 1, 0, 1])
+    assert _search._glm_loss_bound(est) == pytest.approx(
+        math.log1p(math.exp(2.0 * 4.0 * math.sqrt(2))))
+    multi = DPLogisticRegression(feature_norm=1.0, norm_bound=1.0, fit_intercept=False,
+                                 classes=[0, 1, 2], max_iter=5).fit(np.eye(3), [0, 1, 2])
+    assert _search._glm_loss_bound(multi) == pytest.approx(math.log(1 + 2 * math.exp(math.sqrt(2))))
+
+
+def test_noiseless_search_picks_the_best_candidate(clf_data):
+    # epsilon = inf: the selection is an argmax; a tiny norm bound caps the
+    # logistic model's confidence, so a larger one wins on the loss.
+    search = DPGridSearchCV(_clf(), {"norm_bound": [0.01, 5.0]}, epsilon=math.inf,
+                            scoring="loss", random_state=0).fit(*clf_data)
+    assert search.best_params_ == {"norm_bound": 5.0}
+    assert search.privacy_spent_[0] == math.inf
+
+
+def test_search_selects_well_at_moderate_epsilon():
+    # A good candidate against hopeless ones (a norm bound far too small): on
+    # 2000 validation records its absolute error is about 0.13 lower, 19 in
+    # the selection's logits (epsilon_sel / (2 * 4 / 2000) = 144 per unit),
+    # so each seed picks a hopeless one with probability about 1e-8.
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(4000, 3)) / 2
+    y = X @ [0.5, -0.5, 0.25] + 0.1 * rng.normal(size=4000)
+    for seed in range(5):
+        search = DPGridSearchCV(_reg(), {"norm_bound": [0.01, 0.02, 1.0]}, epsilon=3.0,
+                                delta=DELTA, random_state=seed).fit(X, y)
+        assert search.best_params_ == {"norm_bound": 1.0}
+
+
+# -- scikit-learn integration ------------------------------------------------------------
+def test_pipeline_and_clone(clf_data):
+    X, y = clf_data
+    pipe = Pipeline([("norm", Normalizer()),
+                     ("dpl", DPLogisticRegression(feature_norm=1.0, classes=[0, 1]))])
+    acc = PrivacyAccountant(delta=DELTA)
+    search = DPGridSearchCV(pipe, {"dpl__norm_bound": [1.0, 10.0], "dpl__max_iter": [10, 30]},
+                            epsilon=2.0, delta=DELTA, scoring="loss", accountant=acc,
+                            random_state=0)
+    params = search.get_params()
+    assert params["estimator__dpl__norm_bound"] == 10.0
+    cloned = clone(search)
+    assert cloned.accountant is acc  # identity survives clone
+    cloned.fit(X, y)
+    assert set(cloned.best_params_) == {"dpl__norm_bound", "dpl__max_iter"}
+    assert cloned.predict(X[:5]).shape == (5,)
+    assert cloned.predict_proba(X[:5]).shape == (5, 2)
+    assert cloned.best_estimator_.named_steps["dpl"].accountant is acc
+    assert len(acc.history) == 1
+    assert cloned.score(X, y) > 0.8
+    assert cloned.n_features_in_ == 4
+    np.testing.assert_array_equal(cloned.classes_, [0, 1])
+    masked = cloned.cv_results_["param_dpl__norm_bound"]
+    assert list(masked) == [p["dpl__norm_bound"] for p in cloned.cv_results_["params"]]
+    assert cloned.cv_results_["selected"].sum() == 1
+    pickle.loads(pickle.dumps(cloned)).predict(X[:2])
+
+
+def test_regression_delegation(reg_data):
+    X, y = reg_data
+    search = DPGridSearchCV(_reg(), GRID, epsilon=3.0, delta=DELTA, random_state=0).fit(X, y)
+    assert search.predict(X[:3]).shape == (3,)
+    assert not hasattr(search, "predict_proba")
+    assert search.score(X, y) > 0.5
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(validation_fraction=1.0), "validation_fraction"),
+        (dict(validation_fraction=0.0001), "validation_fraction"),
+        (dict(selection="best"), "selection"),
+        (dict(scoring="r2"), "scoring"),
+        (dict(epsilon=-1.0), "epsilon"),
+        (dict(param_grid=[]), "at least one"),
+    ],
+)
+def test_bad_parameters(clf_data, kwargs, match):
+    acc = PrivacyAccountant(delta=DELTA)
+    args = dict(estimator=_clf(), param_grid=GRID, accountant=acc, delta=DELTA)
+    with pytest.raises(ValueError, match=match):
+        DPGridSearchCV(**{**args, **kwargs}).fit(*clf_data)
+
+
+def test_estimator_without_dp_parameters_is_refused(clf_data):
+    from sklearn.linear_model import LogisticRegression
+
+    with pytest.raises(ValueError, match="exactly one DP estimator"):
+        DPGridSearchCV(LogisticRegression(), {"C": [1.0]}).fit(*clf_data)
+
+
+def test_scoring_needs_public_label_bounds(clf_data):
+    with pytest.raises(ValueError, match="y_bound"):
+        DPGridSearchCV(_clf(), GRID, scoring="neg_mean_absolute_error",
+                       epsilon=1.0, delta=DELTA).fit(*clf_data)
+
+
+def test_too_small_a_budget_per_candidate(clf_data):
+    with pytest.raises(ValueError, match="too small"):
+        DPGridSearchCV(_clf(), {"norm_bound": list(np.linspace(1, 2, 50))}, epsilon=1e-5,
+                       delta=1e-5).fit(*clf_data)
+
+
+class _Overspender(ClassifierMixin, BaseEstimator):
+    """A 'DP' estimator that ignores the budget it is given."""
+
+    def __init__(self, epsilon=1.0, delta=None, accountant=None, alpha=0.0):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.accountant = accountant
+        self.alpha = alpha
+
+    def fit(self, X, y):
+        self.classes_ = np.unique(y)
+        self.privacy_events_ = [GaussianEvent(mu=5.0)]
+        return self
+
+    def predict(self, X):
+        return np.full(len(X), self.classes_[0])
+
+
+def test_a_candidate_that_overspends_is_withheld(clf_data):
+    acc = PrivacyAccountant(delta=DELTA)
+    search = DPGridSearchCV(_Overspender(), {"alpha": [0.0, 1.0]}, epsilon=1.0, delta=DELTA,
+                            accountant=acc)
+    with pytest.raises(RuntimeError, match="more than"):
+        search.fit(*clf_data)
+    assert not hasattr(search, "best_estimator_")
+
+
+# -- random stopping -------------------------------------------------------------------
+def test_randomized_search_record(reg_data):
+    acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+    search = DPRandomizedSearchCV(_reg(), {"norm_bound": [0.3, 3.0, 30.0]}, epsilon=2.0,
+                                  delta=DELTA, mean_candidates=4.0, refit=False,
+                                  accountant=acc, random_state=0).fit(*reg_data)
+    (event,) = search.privacy_events_
+    assert isinstance(event, ApproxDPEvent) and event.delta == DELTA
+    assert event.epsilon <= 2.0 and event.epsilon == pytest.approx(2.0, rel=1e-6)
+    assert acc.spent()[0] == pytest.approx(2.0, rel=1e-6)
+    assert search.best_params_["norm_bound"] in (0.3, 3.0, 30.0)
+    # Only the chosen candidate is released: not the others, nor their number.
+    assert len(search.cv_results_["params"]) == 1 and search.best_index_ == 0
+    assert search.predict(reg_data[0][:3]).shape == (3,)
+
+
+def test_randomized_search_refit_composes_to_the_budget(reg_data):
+    acc = PrivacyAccountant(epsilon=2.0, delta=DELTA)
+    search = DPRandomizedSearchCV(_reg(), {"norm_bound": [1.0, 3.0]}, epsilon=2.0,
+                                  delta=DELTA, mean_candidates=3.0, refit=True,
+                                  accountant=acc, random_state=0).fit(*reg_data)
+    assert [type(e) for e in search.privacy_events_] == [ApproxDPEvent, GaussianEvent]
+    assert search.privacy_spent_[0] <= 2.0 * (1 + 1e-9)
+    assert compose(search.privacy_events_, DELTA) == search.privacy_spent_[0]
+    assert search.best_estimator_.privacy_spent_[0] == pytest.approx(1.0, rel=1e-9)
+
+
+def test_randomized_search_samples_distributions(reg_data):
+    from scipy.stats import loguniform
+
+    search = DPRandomizedSearchCV(_reg(), [{"norm_bound": loguniform(0.5, 5.0)}],
+                                  epsilon=3.0, delta=DELTA, mean_candidates=3.0,
+                                  random_state=1).fit(*reg_data)
+    assert 0.5 <= search.best_params_["norm_bound"] <= 5.0
+
+
+def test_randomized_search_bad_distributions(reg_data):
+    acc = PrivacyAccountant(delta=DELTA)
+    for dists in ({"norm_bound": []}, {"norm_bound": "abc"}, [], ["x"]):
+        with pytest.raises(ValueError, match="param_distributions"):
+            DPRandomizedSearchCV(_reg(), dists, accountant=acc).fit(*reg_data)
+    assert acc.history == []
+
+
+# -- norm_bound="auto" -------------------------------------------------------------------
+def test_auto_norm_bound_grid_follows_theorem_8():
+    grid = _search.auto_norm_bound_grid(165, 3.0, 1.0, 2.0)
+    # K = ceil(log2 max(sqrt(165), 495^(2/3))) = ceil(log2 62.6) = 6 radii from unit / 2.
+    assert grid == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
+    assert len(_search.auto_norm_bound_grid(10**5, 3.0, 1.0, 1.0)) > len(grid)
+    assert len(_search.auto_norm_bound_grid(165, 3.0, 0.25, 1.0)) > len(grid)  # smaller H
+    assert len(_search.auto_norm_bound_grid(2, 0.01, 1.0, 1.0)) == 2  # at least two radii
+    assert len(_search.auto_norm_bound_grid(100, math.inf, 1.0, 1.0)) < 40
+
+
+@pytest.mark.parametrize("make", [
+    lambda **kw: DPLinearRegression(feature_norm=1.5, y_bound=2.0, **kw),
+    lambda **kw: DPHuberRegressor(feature_norm=1.5, y_bound=2.0, threshold=0.5, **kw),
+])
+def test_auto_norm_bound_regression(reg_data, make):
+    acc = PrivacyAccountant(epsilon=2.0, delta=DELTA)
+    est = make(norm_bound="auto", epsilon=2.0, delta=DELTA, accountant=acc, random_state=0)
+    est.fit(*reg_data)
+    assert est.norm_bound == "auto"  # parameters are never written by fit
+    n_train = len(reg_data[1]) // 2
+    unit = 2.0 / (1.5 * math.sqrt(2))
+    assert est.norm_bound_ == pytest.approx(
+        min(_search.auto_norm_bound_grid(n_train, 2.0, 1.0, unit),
+            key=lambda b: abs(b - est.norm_bound_)), rel=1e-12)
+    assert total_mu(est.privacy_events_) == pytest.approx(gdp_mu(2.0, DELTA), rel=1e-9)
+    assert est.privacy_spent_[0] == pytest.approx(2.0, rel=1e-9)
+    assert est.privacy_spent_[1] == DELTA
+    assert len(acc.history) == 1 and acc.spent()[0] == pytest.approx(2.0, rel=1e-9)
+    assert np.linalg.norm(np.r_[est.coef_, 0.0]) <= est.norm_bound_ * (1 + 1e-9)
+    assert est.score(*reg_data) > 0.5
+    clone(est)  # still clonable
+
+
+def test_auto_norm_bound_classification_and_pipeline(clf_data):
+    X, y = clf_data
+    pipe = Pipeline([("norm", Normalizer()),
+                     ("dpl", DPLogisticRegression(feature_norm=1.0, classes=[0, 1],
+                                                  norm_bound="auto", random_state=0))])
+    pipe.fit(X, y)
+    dpl = pipe.named_steps["dpl"]
+    assert dpl.norm_bound_ > 0 and dpl.privacy_spent_[0] == pytest.approx(1.0, rel=1e-9)
+    assert pipe.score(X, y) > 0.8
+    multi = DPLogisticRegression(feature_norm=4.0, classes=[0, 1, 2], norm_bound="auto",
+                                 epsilon=3.0, random_state=0).fit(X, (X[:, 0] > 0) + (X[:, 1] > 0))
+    assert multi.coef_.shape == (3, 4) and multi.privacy_spent_[0] == pytest.approx(3.0)
+
+
+def test_auto_norm_bound_refused_budget_trains_nothing(reg_data):
+    acc = PrivacyAccountant(epsilon=0.5, delta=DELTA)
+    est = DPLinearRegression(norm_bound="auto", epsilon=1.0, delta=DELTA, accountant=acc)
+    with pytest.raises(BudgetExceededError):
+        est.fit(*reg_data)
+    assert acc.history == [] and not hasattr(est, "coef_")
+
+
+def test_fixed_norm_bound_is_reported_too(reg_data):
+    assert _reg(norm_bound=3.0, epsilon=1.0).fit(*reg_data).norm_bound_ == 3.0
+
+
+def test_auto_is_a_valid_grid_value(reg_data):
+    # DPGridSearchCV can compare "auto" with fixed radii.
+    search = DPGridSearchCV(_reg(), {"norm_bound": ["auto", 1.0]}, epsilon=3.0, delta=DELTA,
+                            random_state=0).fit(*reg_data)
+    assert search.best_params_["norm_bound"] in ("auto", 1.0)

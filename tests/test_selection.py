@@ -1,0 +1,316 @@
+"""Tests of the private selection mechanisms (dp_glm_sklearn.privacy.selection)."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+from dp_glm_sklearn.privacy import PureDPEvent, gdp_delta
+from dp_glm_sklearn.privacy import selection as sel
+from dp_glm_sklearn.privacy.selection import (
+    exponential_mechanism,
+    exponential_mechanism_probabilities,
+    gdp_pure_epsilon,
+    gem_normalized_scores,
+    gem_probabilities,
+    generalized_exponential_mechanism,
+    pure_dp_gdp_mu,
+    random_stopping_epsilon,
+    random_stopping_mu,
+    sample_stopping_count,
+)
+
+EPSILONS = [0.05, 0.3, 1.0, 3.0, 8.0]
+
+
+def _pure_dp_delta(e, epsilon):
+    """delta(e) of randomized response, the worst epsilon-DP mechanism."""
+    return max(0.0, (math.exp(epsilon) - math.exp(e)) / (1.0 + math.exp(epsilon)))
+
+
+# -- pure DP as GDP --------------------------------------------------------------------
+@pytest.mark.parametrize("epsilon", EPSILONS)
+def test_pure_dp_is_dominated_by_its_gdp_mu(epsilon):
+    mu = pure_dp_gdp_mu(epsilon)
+    grid = np.linspace(0.0, epsilon, 401)
+    # f-DP domination <=> the privacy profile lies below for every e >= 0.
+    assert all(_pure_dp_delta(e, epsilon) <= gdp_delta(e, mu) * (1 + 1e-9) + 1e-15 for e in grid)
+
+
+@pytest.mark.parametrize("epsilon", EPSILONS)
+def test_pure_dp_gdp_mu_is_the_smallest(epsilon):
+    # A slightly smaller mu no longer dominates randomized response.
+    mu = pure_dp_gdp_mu(epsilon) * (1 - 1e-3)
+    grid = np.linspace(0.0, epsilon, 2001)
+    assert any(_pure_dp_delta(e, epsilon) > gdp_delta(e, mu) for e in grid)
+
+
+@pytest.mark.parametrize("epsilon", [0.3, 1.0, 3.0])
+def test_randomized_response_profile_matches_dp_accounting(epsilon):
+    pld = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
+    common = pytest.importorskip("dp_accounting.pld.common")
+    dist = pld.from_privacy_parameters(common.DifferentialPrivacyParameters(epsilon, 0.0))
+    for e in [0.0, epsilon / 3, epsilon / 2]:
+        assert dist.get_delta_for_epsilon(e) == pytest.approx(_pure_dp_delta(e, epsilon), abs=1e-6)
+
+
+@pytest.mark.parametrize("mu", [1e-4, 0.1, 0.7, 2.0, 10.0])
+def test_gdp_pure_epsilon_inverts_pure_dp_gdp_mu(mu):
+    assert pure_dp_gdp_mu(gdp_pure_epsilon(mu)) == pytest.approx(mu, rel=1e-10)
+
+
+def test_conversion_edge_cases():
+    assert pure_dp_gdp_mu(0.0) == 0.0 and gdp_pure_epsilon(0.0) == 0.0
+    assert pure_dp_gdp_mu(math.inf) == math.inf and gdp_pure_epsilon(math.inf) == math.inf
+    assert pure_dp_gdp_mu(40.0) > pure_dp_gdp_mu(30.0)  # no overflow to inf
+    with pytest.raises(ValueError, match="epsilon"):
+        pure_dp_gdp_mu(-1.0)
+
+
+# -- neighbouring score vectors ----------------------------------------------------------
+def _neighbours(rng, d, n_pairs=300):
+    """Pairs (u, u') with |u_j - u'_j| <= d_j: random and extreme (corners)."""
+    k = len(d)
+    for t in range(n_pairs):
+        u = rng.normal(scale=3 * d.max(), size=k)
+        if t % 2:
+            shift = rng.choice([-1.0, 1.0], size=k) * d  # a corner of the box
+        else:
+            shift = rng.uniform(-1.0, 1.0, size=k) * d
+        yield u, u + shift
+
+
+def _max_log_ratio(p, q):
+    """max_i |log p_i - log q_i|; a probability 0 on one side only is infinite."""
+    with np.errstate(divide="ignore"):
+        lp, lq = np.log(p), np.log(q)
+    both_zero = (p == 0) & (q == 0)
+    return float(np.max(np.abs(np.where(both_zero, 0.0, lp - lq))))
+
+
+def _gem_log_probabilities(u, d, epsilon):
+    logits = epsilon * gem_normalized_scores(u, d, epsilon) / 2
+    return logits - logsumexp(logits)
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 5.0])
+def test_exponential_mechanism_obeys_epsilon_on_neighbours(epsilon):
+    rng = np.random.default_rng(0)
+    delta = 0.01
+    worst = 0.0
+    for u, v in _neighbours(rng, np.full(6, delta)):
+        p = exponential_mechanism_probabilities(u, delta, epsilon)
+        q = exponential_mechanism_probabilities(v, delta, epsilon)
+        worst = max(worst, _max_log_ratio(p, q))
+    assert worst <= epsilon * (1 + 1e-9)
+    # The extreme pairs come close to the bound, so a mechanism that dropped
+    # the factor 2 (twice the epsilon) would fail the same check.
+    assert worst > 0.5 * epsilon
+
+
+def test_neighbour_check_catches_a_mechanism_without_the_factor_two():
+    rng = np.random.default_rng(1)
+    delta, epsilon = 0.01, 1.0
+    worst = 0.0
+    for u, v in _neighbours(rng, np.full(6, delta)):
+        p = exponential_mechanism_probabilities(u, delta / 2, epsilon)  # wrong: eps u / Delta
+        q = exponential_mechanism_probabilities(v, delta / 2, epsilon)
+        worst = max(worst, _max_log_ratio(p, q))
+    assert worst > epsilon
+
+
+def test_exponential_mechanism_probabilities_formula():
+    u = np.array([0.1, 0.5, 0.2])
+    p = exponential_mechanism_probabilities(u, 0.05, 2.0)
+    logits = 2.0 * u / (2 * 0.05)
+    np.testing.assert_allclose(p, np.exp(logits - logsumexp(logits)), rtol=1e-12)
+    assert p.sum() == pytest.approx(1.0)
+    # Huge utilities do not overflow.
+    assert np.isfinite(exponential_mechanism_probabilities(u * 1e6, 1e-6, 10.0)).all()
+    # epsilon = inf: the best, uniformly over ties.
+    np.testing.assert_array_equal(
+        exponential_mechanism_probabilities([1.0, 3.0, 3.0], 1.0, math.inf), [0, 0.5, 0.5])
+    np.testing.assert_allclose(exponential_mechanism_probabilities(u, 1.0, 0.0), 1 / 3)
+
+
+def test_exponential_mechanism_samples_its_probabilities():
+    # Chi-square goodness of fit with 2 degrees of freedom at threshold 18.4:
+    # a correct sampler fails with probability 1e-4 (seeded, so deterministic).
+    u = np.array([0.0, 0.3, 0.5])
+    p = exponential_mechanism_probabilities(u, 0.1, 1.0)
+    rng = np.random.default_rng(2)
+    n = 4000
+    counts = np.bincount([exponential_mechanism(u, 0.1, 1.0, rng)[0] for _ in range(n)],
+                         minlength=3)
+    chi2 = float(((counts - n * p) ** 2 / (n * p)).sum())
+    assert chi2 < 18.4
+
+
+def test_exponential_mechanism_returns_its_event():
+    index, event = exponential_mechanism([1.0, 2.0], 1.0, 0.5, np.random.default_rng(0),
+                                         label="pick")
+    assert index in (0, 1)
+    assert event == PureDPEvent(epsilon=0.5, label="pick")
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(utilities=[], sensitivity=1.0, epsilon=1.0), "utilities"),
+        (dict(utilities=[1.0, np.nan], sensitivity=1.0, epsilon=1.0), "utilities"),
+        (dict(utilities=[[1.0]], sensitivity=1.0, epsilon=1.0), "utilities"),
+        (dict(utilities=[1.0], sensitivity=0.0, epsilon=1.0), "sensitivity"),
+        (dict(utilities=[1.0], sensitivity=-1.0, epsilon=1.0), "sensitivity"),
+        (dict(utilities=[1.0], sensitivity=1.0, epsilon=-1.0), "epsilon"),
+    ],
+)
+def test_exponential_mechanism_rejects_bad_input(kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        exponential_mechanism_probabilities(**kwargs)
+
+
+def test_selection_needs_a_generator():
+    with pytest.raises(TypeError, match="Generator"):
+        exponential_mechanism([1.0, 2.0], 1.0, 1.0, 0)
+
+
+# -- generalized exponential mechanism ----------------------------------------------------
+SENSITIVITY_SETS = [
+    np.array([0.01, 0.02, 0.04, 0.08, 0.16]),
+    np.array([0.0, 0.01, 0.3, 0.3, 1.0]),  # a zero-sensitivity (zero model) pair
+    np.full(4, 0.05),
+]
+
+
+@pytest.mark.parametrize("d", SENSITIVITY_SETS)
+def test_gem_normalized_scores_have_sensitivity_one(d):
+    rng = np.random.default_rng(3)
+    for u, v in _neighbours(rng, d):
+        u[d == 0] = v[d == 0] = -0.7  # a data-independent score
+        s = gem_normalized_scores(u, d, 1.0)
+        t = gem_normalized_scores(v, d, 1.0)
+        assert np.all(s <= 0.0) and s.max() == 0.0
+        assert np.max(np.abs(s - t)) <= 1.0 + 1e-9
+
+
+@pytest.mark.parametrize("d", SENSITIVITY_SETS)
+@pytest.mark.parametrize("epsilon", [0.2, 1.0, 4.0])
+def test_gem_obeys_epsilon_on_neighbours(d, epsilon):
+    rng = np.random.default_rng(4)
+    worst = 0.0
+    for u, v in _neighbours(rng, d):
+        u[d == 0] = v[d == 0] = -0.7
+        # In log space: far-off candidates underflow to probability 0.
+        lp, lq = _gem_log_probabilities(u, d, epsilon), _gem_log_probabilities(v, d, epsilon)
+        np.testing.assert_allclose(gem_probabilities(u, d, epsilon), np.exp(lp), atol=1e-12)
+        worst = max(worst, float(np.max(np.abs(lp - lq))))
+    assert worst <= epsilon * (1 + 1e-9)
+    assert worst > 0.25 * epsilon  # the extreme pairs come near the bound
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 2.0])
+@pytest.mark.parametrize("beta", [0.05, 0.2])
+def test_gem_utility_guarantee_holds_exactly(epsilon, beta):
+    # Raskhodnikova and Smith: with probability >= 1 - beta the chosen i has
+    # -u_i <= min_j (-u_j + 4 D_j ln(K / beta) / epsilon); checked on the
+    # exact probabilities, no sampling.
+    rng = np.random.default_rng(5)
+    d = np.array([0.0, 0.01, 0.02, 0.05, 0.1, 0.2])
+    k = len(d)
+    for _ in range(200):
+        losses = rng.uniform(0.0, 1.0, size=k)
+        p = gem_probabilities(-losses, d, epsilon, beta)
+        target = np.min(losses + 4 * d * math.log(k / beta) / epsilon)
+        assert p[losses > target].sum() <= beta
+
+
+def test_gem_with_common_sensitivity_is_the_exponential_mechanism_at_half_epsilon():
+    u = np.array([0.3, 0.1, 0.25, 0.0])
+    np.testing.assert_allclose(gem_probabilities(u, np.full(4, 0.02), 2.0),
+                               exponential_mechanism_probabilities(u, 0.02, 1.0), rtol=1e-12)
+
+
+def test_gem_penalizes_imprecise_scores():
+    # Two nearly equal scores: the one with the larger sensitivity loses.
+    p = gem_probabilities([-0.20, -0.19], [0.001, 0.05], 1.0)
+    assert p[0] > 0.9
+
+
+def test_gem_zero_sensitivity_pairs_and_infinite_epsilon():
+    # Two data-independent scores: the worse one gets probability 0.
+    p = gem_probabilities([-1.0, -2.0, -1.5], [0.0, 0.0, 0.1], 1.0)
+    assert p[1] == 0.0 and p[0] > 0
+    p = gem_probabilities([-0.3, -0.1, -0.2], [0.1, 0.1, 0.1], math.inf)
+    np.testing.assert_array_equal(p, [0.0, 1.0, 0.0])
+
+
+def test_generalized_exponential_mechanism_returns_its_event():
+    index, event = generalized_exponential_mechanism([-1.0, -0.5], [0.1, 0.2], 0.7,
+                                                     np.random.default_rng(0))
+    assert index in (0, 1) and event == PureDPEvent(0.7, "generalized exponential mechanism")
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(sensitivities=[0.1, -0.1]), "sensitivities"),
+        (dict(sensitivities=[0.1, 0.1, 0.1]), "sensitivities"),
+        (dict(sensitivities=[0.1, np.inf]), "sensitivities"),
+        (dict(epsilon=0.0), "epsilon"),
+        (dict(beta=1.0), "beta"),
+        (dict(beta=0.0), "beta"),
+    ],
+)
+def test_gem_rejects_bad_input(kwargs, match):
+    args = dict(utilities=[1.0, 2.0], sensitivities=[0.1, 0.2], epsilon=1.0)
+    with pytest.raises(ValueError, match=match):
+        gem_normalized_scores(**{**args, **kwargs})
+
+
+# -- random stopping -------------------------------------------------------------------
+@pytest.mark.parametrize("stopping", ["logarithmic", "geometric"])
+@pytest.mark.parametrize("epsilon", [1.0, 3.0])
+def test_random_stopping_mu_meets_the_budget(stopping, epsilon):
+    mu = random_stopping_mu(epsilon, 1e-5, 10.0, stopping)
+    spent = random_stopping_epsilon(mu, 10.0, 1e-5, stopping)
+    assert spent <= epsilon and spent == pytest.approx(epsilon, rel=1e-6)
+
+
+def test_random_stopping_costs_less_than_composing_its_mean():
+    from dp_glm_sklearn.privacy import gdp_mu
+
+    # Ten candidates in a grid: mu / sqrt(10) each; random stopping with mean
+    # 10 affords each run much more.
+    assert random_stopping_mu(3.0, 1e-5, 10.0) > 1.5 * gdp_mu(3.0, 1e-5) / math.sqrt(10)
+
+
+def test_random_stopping_refuses_a_budget_below_its_floor():
+    with pytest.raises(ValueError, match="random stopping"):
+        random_stopping_mu(1e-4, 1e-5, 10.0)
+
+
+@pytest.mark.parametrize("stopping", ["logarithmic", "geometric"])
+def test_stopping_count_has_the_requested_mean(stopping):
+    # The sample mean of 4000 draws is within 5 standard errors of the mean
+    # (false failure probability below 1e-6).
+    rng = np.random.default_rng(6)
+    draws = np.array([sample_stopping_count(5.0, stopping, rng) for _ in range(4000)])
+    assert draws.min() >= 1
+    assert abs(draws.mean() - 5.0) < 5 * draws.std() / math.sqrt(len(draws))
+
+
+@pytest.mark.parametrize("shape", [0.0, 1.0])
+@pytest.mark.parametrize("mean", [1.5, 10.0, 100.0])
+def test_stopping_gamma_is_conservative_for_dp_accounting(shape, mean):
+    rdp = pytest.importorskip("dp_accounting.rdp.rdp_privacy_accountant")
+    gamma = sel._stopping_gamma(mean, shape)
+    assert sel._stopping_mean(gamma, shape) <= mean
+    assert gamma >= rdp._gamma_truncated_negative_binomial(shape, mean)
+
+
+def test_stopping_rejects_bad_input():
+    with pytest.raises(ValueError, match="stopping"):
+        sample_stopping_count(5.0, "poisson", np.random.default_rng(0))
+    with pytest.raises(ValueError, match="mean"):
+        random_stopping_epsilon(0.3, 1.0, 1e-5)
