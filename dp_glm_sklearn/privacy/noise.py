@@ -4,16 +4,19 @@ Every mechanism of the library perturbs a released statistic through
 :func:`add_gaussian_noise`; calibration (how large ``sigma`` must be) lives in
 :mod:`dp_glm_sklearn.privacy.calibration`, and nowhere else.
 
-Randomness comes from a :class:`numpy.random.Generator` (PCG64); with
-``random_state=None`` it is seeded from the operating system's entropy.
+Randomness comes from a :class:`numpy.random.Generator` (PCG64; Gaussian
+draws by numpy's ziggurat method, in float64); with ``random_state=None`` it
+is seeded with 128 bits of the operating system's entropy at every fit.
 Floating-point Gaussian samplers are not exactly Gaussian (Mironov 2012, on
 the Laplace case; Jin et al. 2022, "Are we there yet? Timing and
 floating-point attacks on differential privacy systems"): the low-order bits
 of a sampled double can, in principle, reveal more than the ideal mechanism.
-The library does not implement a discrete or exact sampler; the attacks need
-the unrounded noisy value, so releasing coefficients rounded well above the
-float resolution of the noise mitigates them.  The guarantee stated by the
-library is the guarantee of the ideal continuous mechanism.
+The library does not implement a discrete or exact sampler, nor snapping:
+the guarantee it states is that of the ideal continuous mechanism.  The
+attacks read the unrounded noisy value; rounding released coefficients to a
+grid well above the float resolution of the noise (post-processing) is a
+mitigation users can apply, not a proof.  ``docs/randomness.md`` has the
+details (seeding, what is and is not protected).
 """
 
 from contextlib import contextmanager
