@@ -287,11 +287,17 @@ class DPHuberRegressor(_DPRegressorBase):
         Public range of the labels: a float Y means [-Y, Y]. Labels outside
         are clipped to it.
 
-    threshold : float > 0, default=1.35
+    threshold : float > 0, default=None
         Residual size M where the loss turns from quadratic to linear, in the
-        units of y (unlike scikit-learn's ``HuberRegressor.epsilon``, it is not
-        relative to an estimated scale: estimating the scale would need
-        privacy budget).
+        units of y. ``None`` means a quarter of the public label range,
+        ``(high - low) / 4`` (``Y / 2`` for ``y_bound=Y``): residuals larger
+        than that are treated as outliers. Unlike scikit-learn's
+        ``HuberRegressor.epsilon`` it is not relative to an estimated scale
+        (estimating the scale would need privacy budget), hence a default in
+        the units of the public ``y_bound``. The noise is proportional to M
+        (the gradient bound is ``M * X``), not to ``norm_bound * X + Y`` as
+        for least squares, which is why this estimator is often the better
+        choice for bounded regression targets.
 
     Attributes
     ----------
@@ -325,11 +331,11 @@ class DPHuberRegressor(_DPRegressorBase):
 
     _parameter_constraints: dict = {
         **_DPRegressorBase._parameter_constraints,
-        "threshold": [Interval(Real, 0, np.inf, closed="neither")],
+        "threshold": [Interval(Real, 0, np.inf, closed="neither"), None],
     }
 
     def __init__(self, *, epsilon=1.0, delta=None, feature_norm=1.0, y_bound=1.0,
-                 threshold=1.35, norm_bound=10.0, fit_intercept=True, max_iter=None,
+                 threshold=None, norm_bound=10.0, fit_intercept=True, max_iter=None,
                  method="noisy_gd", projection_dim=None, l2_regularization=None,
                  random_state=None, accountant=None):
         self.epsilon = epsilon
@@ -347,6 +353,9 @@ class DPHuberRegressor(_DPRegressorBase):
         self.accountant = accountant
 
     def _get_loss(self):
+        if self.threshold is None:
+            low, high = self._y_interval()
+            return HuberLoss((high - low) / 4.0)
         return HuberLoss(self.threshold)
 
 

@@ -9,16 +9,23 @@ from ._common import Calibration, project_ball
 
 
 def default_max_iter(n_samples, mu):
-    """Default number of steps: ``T = clip(round(n * mu / 10), 5, 100)``.
+    """Default number of steps: ``T = clip(round(n * mu / 10), 5, cap(n))``.
 
     ``mu`` is the GDP parameter of the target (epsilon, delta). More steps
     reduce the optimization error but each step gets noise growing like
-    ``sqrt(T)``; on the benchmark (``benchmarks/utility.py``, diabetes and
-    breast_cancer at epsilon 0.1..10) the best T grew like ``n * mu / 10``.
-    The cap of 100 keeps a fit within a small multiple of scikit-learn's
-    non-private solvers on large data (``benchmarks/speed.py``).
+    ``sqrt(T)``; on the benchmark (``benchmarks/tune_max_iter.py``, diabetes
+    and breast_cancer at epsilon 0.1..10) the best T grew like ``n * mu / 10``.
+
+    The cap is a compute budget, ``cap(n) = clip(3e6 / n, 30, 100)``: 100
+    steps up to n = 30,000, then about 3 million per-example gradients in
+    all, and never fewer than 30 steps. Each step is a full pass over X, so
+    this keeps a fit within about 2x of scikit-learn's non-private lbfgs
+    for n = 1e5..1e6 (``benchmarks/speed.py``); at such n the noise is small
+    and 30 steps reach about the accuracy of 100 (benchmarks/README.md).
+    Pass ``max_iter`` to trade time for a smaller optimization error.
     """
-    return int(np.clip(np.round(n_samples * min(mu, 1e6) / 10.0), 5, 100))
+    cap = float(np.clip(3e6 / max(n_samples, 1), 30, 100))
+    return int(np.clip(np.round(n_samples * min(mu, 1e6) / 10.0), 5, round(cap)))
 
 
 def calibrate_noisy_gd(problem, epsilon, delta, max_iter):
