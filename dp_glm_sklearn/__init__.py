@@ -6,7 +6,7 @@ calibration and a privacy accountant that every fit, clones included, charges.
 """
 
 from .linear_model import DPHuberRegressor, DPLinearRegression, DPLogisticRegression
-from .model_selection import DPGridSearchCV, DPRandomizedSearchCV
+from .model_selection import DPConfidenceBoosting, DPGridSearchCV, DPRandomizedSearchCV
 from .privacy.accountant import (
     BudgetExceededError,
     PrivacyAccountant,
@@ -19,6 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BudgetExceededError",
+    "DPConfidenceBoosting",
     "DPGridSearchCV",
     "DPHuberRegressor",
     "DPLinearRegression",

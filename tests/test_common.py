@@ -38,6 +38,9 @@ INIT_PARAMS = {
         validation_fraction=0.2,
         random_state=0,
     ),
+    "DPConfidenceBoosting": lambda: dict(
+        estimator=dp_glm_sklearn.DPLogisticRegression(), n_models=2, random_state=0,
+    ),
 }
 
 

@@ -8,10 +8,11 @@ import pytest
 from joblib import parallel_config
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import Normalizer
+from sklearn.preprocessing import Normalizer, StandardScaler
 
 from dp_glm_sklearn import (
     BudgetExceededError,
+    DPConfidenceBoosting,
     DPGridSearchCV,
     DPHuberRegressor,
     DPLinearRegression,
@@ -99,25 +100,26 @@ def test_refit_shares_the_budget_and_is_charged(clf_data):
         gdp_mu(1.0, DELTA) / math.sqrt(2), rel=1e-9)
 
 
+class _Untouchable:
+    """Data whose size is public but whose values may not be read."""
+
+    shape = (500, 3)
+
+    def __len__(self):
+        return 500
+
+    def __getitem__(self, item):
+        raise AssertionError("data read before the budget check")
+
+    def __array__(self, *args, **kwargs):
+        raise AssertionError("data read before the budget check")
+
+
 def test_refused_budget_trains_nothing_and_reads_no_data():
-    class Untouchable:
-        """Data whose size is public but whose values may not be read."""
-
-        shape = (500, 3)
-
-        def __len__(self):
-            return 500
-
-        def __getitem__(self, item):
-            raise AssertionError("data read before the budget check")
-
-        def __array__(self, *args, **kwargs):
-            raise AssertionError("data read before the budget check")
-
     acc = PrivacyAccountant(epsilon=0.5, delta=DELTA)
     search = DPGridSearchCV(_clf(), GRID, epsilon=1.0, delta=DELTA, accountant=acc)
     with pytest.raises(BudgetExceededError):
-        search.fit(Untouchable(), Untouchable())
+        search.fit(_Untouchable(), _Untouchable())
     assert acc.history == []
     assert not hasattr(search, "best_estimator_")
 
@@ -177,6 +179,33 @@ def test_parallel_workers_charge_nothing_the_wrapper_charges_once(clf_data, Sear
     (record,) = acc.history
     assert list(record.events) == search.privacy_events_
     assert acc.spent()[0] == pytest.approx(search.privacy_spent_[0], rel=1e-9)
+
+
+def test_refit_defaults_to_false():
+    assert DPGridSearchCV(_clf(), GRID).refit is False
+    assert DPRandomizedSearchCV(_clf(), GRID).refit is False
+
+
+def test_without_refit_the_chosen_candidate_serves_predictions(clf_data):
+    # refit=False: best_estimator_ is the chosen candidate as trained on the
+    # training part, not a model trained on all the data. Replay the search's
+    # data-independent randomness (the split, then the candidates' seeds) and
+    # train that candidate again on the training part only: same model.
+    X, y = clf_data
+    search = DPGridSearchCV(_clf(), GRID, epsilon=1.0, delta=DELTA, random_state=5).fit(X, y)
+    rng = np.random.default_rng(5)
+    train, _ = search._split(len(y), rng)
+    seeds = rng.integers(2**32, size=len(GRID["norm_bound"]))
+    twin = _clf(**search.best_params_, epsilon=search.candidate_privacy_[0], delta=DELTA,
+                random_state=int(seeds[search.best_index_])).fit(X[train], y[train])
+    np.testing.assert_array_equal(search.best_estimator_.coef_, twin.coef_)
+    np.testing.assert_array_equal(search.predict(X), twin.predict(X))
+    assert search.score(X, y) == twin.score(X, y)
+    assert search.best_estimator_.privacy_spent_ == pytest.approx(search.candidate_privacy_)
+    # With refit=True the final model saw every record: it differs.
+    refit = DPGridSearchCV(_clf(), GRID, epsilon=1.0, delta=DELTA, refit=True,
+                           random_state=5).fit(X, y)
+    assert refit.best_estimator_.privacy_spent_[0] > search.candidate_privacy_[0]
 
 
 def test_same_random_state_same_result(clf_data):
@@ -538,3 +567,182 @@ def test_auto_is_a_valid_grid_value(reg_data):
     search = DPGridSearchCV(_reg(), {"norm_bound": ["auto", 1.0]}, epsilon=3.0, delta=DELTA,
                             random_state=0).fit(*reg_data)
     assert search.best_params_["norm_bound"] in ("auto", 1.0)
+
+
+# -- confidence boosting (paper's Appendix E) ---------------------------------------------
+def test_boosting_charges_one_gaussian_event_worth_the_budget(reg_data):
+    acc = PrivacyAccountant(epsilon=2.0, delta=DELTA)
+    boosted = DPConfidenceBoosting(_reg(norm_bound=1.0), n_models=4, epsilon=2.0, delta=DELTA,
+                                   accountant=acc, random_state=0).fit(*reg_data)
+    mu = gdp_mu(2.0, DELTA)
+    (event,) = boosted.privacy_events_
+    assert isinstance(event, GaussianEvent) and event.mu == pytest.approx(mu, rel=1e-9)
+    assert boosted.privacy_spent_[0] <= 2.0 * (1 + 1e-9)
+    assert boosted.privacy_spent_ == pytest.approx((2.0, DELTA), rel=1e-9)
+    (record,) = acc.history
+    assert list(record.events) == boosted.privacy_events_
+    assert acc.spent()[0] <= 2.0 * (1 + 1e-9)
+    # Disjoint chunks compose in parallel: every model gets the whole budget,
+    # and the selection the pure epsilon that mu-GDP dominates.
+    assert boosted.candidate_privacy_ == pytest.approx((2.0, DELTA), rel=1e-9)
+    assert boosted.best_estimator_.privacy_spent_ == pytest.approx(boosted.candidate_privacy_)
+    assert boosted.selection_epsilon_ == pytest.approx(gdp_pure_epsilon(mu))
+    # Refitting the kept model is charged like any fit.
+    assert boosted.best_estimator_.accountant is acc
+    # The budget is used up: the next fit is refused and releases nothing.
+    with pytest.raises(BudgetExceededError):
+        clone(boosted).fit(*reg_data)
+    assert len(acc.history) == 1
+
+
+def test_boosting_refused_budget_trains_nothing_and_reads_no_data():
+    acc = PrivacyAccountant(epsilon=0.5, delta=DELTA)
+    boosted = DPConfidenceBoosting(_clf(), epsilon=1.0, delta=DELTA, accountant=acc)
+    with pytest.raises(BudgetExceededError):
+        boosted.fit(_Untouchable(), _Untouchable())
+    assert acc.history == [] and not hasattr(boosted, "best_estimator_")
+
+
+def test_boosting_trains_each_model_on_its_own_chunk(reg_data):
+    # Replay the data-independent randomness (permutation, then the models'
+    # seeds): the kept model is the one trained on chunk best_index_ alone.
+    X, y = reg_data
+    boosted = DPConfidenceBoosting(_reg(norm_bound=1.0), n_models=3, epsilon=1.0, delta=DELTA,
+                                   random_state=7).fit(X, y)
+    rng = np.random.default_rng(7)
+    chunks = np.array_split(rng.permutation(len(y)), 4)
+    seeds = rng.integers(2**32, size=3)
+    assert boosted.chunk_sizes_.tolist() == [300, 300, 300, 300]
+    assert sorted(np.concatenate(chunks).tolist()) == list(range(len(y)))  # a partition
+    b = boosted.best_index_
+    twin = _reg(norm_bound=1.0, epsilon=boosted.candidate_privacy_[0], delta=DELTA,
+                random_state=int(seeds[b])).fit(X[chunks[b]], y[chunks[b]])
+    np.testing.assert_array_equal(boosted.best_estimator_.coef_, twin.coef_)
+    np.testing.assert_array_equal(boosted.predict(X[:5]), twin.predict(X[:5]))
+
+
+@pytest.mark.parametrize("scoring", ["accuracy", "loss"])
+def test_boosting_keeps_no_raw_validation_score(clf_data, monkeypatch, scoring):
+    captured = []
+    original = _search._BaseDPSearch._validation_utilities
+
+    def spy(self, *args):
+        utilities, sensitivities = original(self, *args)
+        captured.extend(map(float, utilities))
+        return utilities, sensitivities
+
+    monkeypatch.setattr(_search._BaseDPSearch, "_validation_utilities", spy)
+    boosted = DPConfidenceBoosting(_clf(), n_models=3, delta=DELTA, scoring=scoring,
+                                   random_state=0).fit(*clf_data)
+    assert len(captured) == 3
+    raw = set(captured) | {-u for u in captured} | {1 + u for u in captured}
+    assert not raw & set(_floats_in(boosted))
+    assert not any("score" in name and name != "score_sensitivity_" for name in vars(boosted))
+    assert boosted.score_sensitivity_ == pytest.approx(
+        1.0 / 300 if scoring == "accuracy" else _search._glm_loss_bound(
+            boosted.best_estimator_) / 300)
+
+
+def test_boosting_selection_scores_are_bounded_on_neighbouring_chunks(reg_data):
+    # The held-out chunk's scores move by at most the declared sensitivity
+    # when one record is replaced by an extreme one, so the exponential
+    # mechanism at selection_epsilon_ is epsilon-DP there.
+    X, y = reg_data
+    boosted = DPConfidenceBoosting(_reg(), n_models=3, delta=DELTA)
+    slot = _search._find_dp_slot(boosted.estimator)
+    fitted = boosted._fit_jobs(slot, [({}, {"epsilon": 1.0, "delta": DELTA}, X[i::4], y[i::4], i)
+                                      for i in range(3)])
+    X_val, y_val = X[3::4], y[3::4]
+    base, sens = boosted._validation_utilities(fitted, slot, X_val, y_val)
+    assert np.ptp(sens) == 0  # one sensitivity: same parameters, same bound
+    for row, label in [(np.full(3, 1e3), 50.0), (np.full(3, -1e3), -50.0), (np.zeros(3), 0.0)]:
+        X2, y2 = X_val.copy(), y_val.copy()
+        X2[0], y2[0] = row, label
+        moved, _ = boosted._validation_utilities(fitted, slot, X2, y2)
+        assert np.all(np.abs(moved - base) <= sens * (1 + 1e-12))
+        p = exponential_mechanism_probabilities(base, sens.max(), 0.8)
+        q = exponential_mechanism_probabilities(moved, sens.max(), 0.8)
+        assert np.max(np.abs(np.log(p) - np.log(q))) <= 0.8 * (1 + 1e-9)
+
+
+def test_boosting_in_pipelines_and_under_clone(clf_data):
+    X, y = clf_data
+    acc = PrivacyAccountant(delta=DELTA)
+    # Boosting a Pipeline that ends in the DP estimator.
+    inner = Pipeline([("norm", Normalizer()),
+                      ("dpl", DPLogisticRegression(feature_norm=1.0, classes=[0, 1]))])
+    boosted = DPConfidenceBoosting(inner, n_models=2, epsilon=2.0, delta=DELTA, scoring="loss",
+                                   accountant=acc, random_state=0)
+    cloned = clone(boosted)
+    assert cloned.accountant is acc  # identity survives clone
+    cloned.fit(X, y)
+    assert cloned.best_estimator_.named_steps["dpl"].accountant is acc
+    assert cloned.predict_proba(X[:5]).shape == (5, 2)
+    assert cloned.score(X, y) > 0.8
+    np.testing.assert_array_equal(cloned.classes_, [0, 1])
+    assert cloned.n_features_in_ == 4
+    # The boosted estimator as the last step of a Pipeline.
+    pipe = Pipeline([("scale", StandardScaler()), ("boost", clone(boosted))])
+    pipe.fit(X, y)
+    assert pipe.score(X, y) > 0.8
+    assert len(acc.history) == 2
+    assert acc.spent()[0] == pytest.approx(compose(acc.events, DELTA))
+    pickle.loads(pickle.dumps(pipe)).predict(X[:2])
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(n_models=1), "n_models"),
+        (dict(n_models=2.5), "n_models"),
+        (dict(epsilon=0.0), "epsilon"),
+        (dict(scoring="r2"), "scoring"),
+        (dict(n_models=1200), "n_models=1200 needs at least"),
+    ],
+)
+def test_boosting_bad_parameters(clf_data, kwargs, match):
+    acc = PrivacyAccountant(delta=DELTA)
+    with pytest.raises(ValueError, match=match):
+        DPConfidenceBoosting(_clf(), accountant=acc, delta=DELTA, **kwargs).fit(*clf_data)
+    assert acc.history == []
+
+
+class _SometimesUseless(DPLinearRegression):
+    """A DP regressor that fails, through its own randomness, one time in three.
+
+    With probability 1/3, drawn from ``random_state`` alone (independent of
+    the data, so still (epsilon, delta)-DP: post-processing), its model is
+    replaced by the negated one. It is good in expectation only: the regime
+    of the paper's confidence boosting (Appendix E).
+    """
+
+    def fit(self, X, y):
+        super().fit(X, y)
+        if np.random.default_rng([int(self.random_state), 1]).random() < 1.0 / 3.0:
+            self.coef_ = -self.coef_
+        return self
+
+
+def test_boosting_turns_good_on_average_into_good_with_high_probability():
+    # Deterministic, seeded comparison over 30 seeds. A single fit fails
+    # (negative R^2) with probability 1/3 per seed; the boosted one only if
+    # its 3 models all fail (1/27) or the selection errs, which here costs
+    # about 30 logits (absolute errors about 0.4 apart, sensitivity 2 / 1000,
+    # epsilon_sel 0.4), probability below 1e-12. Over independent seeds,
+    # P(boosted failures >= single failures) < 1e-3: the stated chance that
+    # a correct implementation fails this comparison.
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(4000, 3)) / 2
+    y = X @ [0.5, -0.5, 0.25] + 0.05 * rng.normal(size=4000)
+    X_test = rng.normal(size=(2000, 3)) / 2
+    y_test = X_test @ [0.5, -0.5, 0.25]
+    base = _SometimesUseless(feature_norm=1.5, y_bound=1.0, norm_bound=1.0, epsilon=2.0,
+                             delta=DELTA, max_iter=20)
+    single_failures = boosted_failures = 0
+    for seed in range(30):
+        single = clone(base).set_params(random_state=seed).fit(X, y)
+        single_failures += single.score(X_test, y_test) < 0
+        boosted = DPConfidenceBoosting(base, n_models=3, epsilon=2.0, delta=DELTA,
+                                       random_state=seed).fit(X, y)
+        boosted_failures += boosted.score(X_test, y_test) < 0
+    assert boosted_failures < single_failures

@@ -4,14 +4,19 @@
   the data, one chosen privately on the other (the paper's Algorithm 4 for
   any parameters);
 - :class:`DPRandomizedSearchCV`: random search with random stopping, whose
-  cost hardly grows with the number of candidates.
+  cost hardly grows with the number of candidates;
+- :class:`DPConfidenceBoosting`: the same estimator trained on disjoint
+  chunks, the best model chosen privately on a held-out chunk (the paper's
+  confidence boosting, Appendix E).
 
-Both are (epsilon, delta)-DP in total and charge the accountant once, before
+All are (epsilon, delta)-DP in total and charge the accountant once, before
 reading any data.  The privacy argument (parallel composition of the
 training and validation parts, recorded as one Gaussian event) is in
-:mod:`dp_glm_sklearn.model_selection._search`.
+:mod:`dp_glm_sklearn.model_selection._search` and
+:mod:`dp_glm_sklearn.model_selection._boosting`.
 """
 
+from ._boosting import DPConfidenceBoosting
 from ._search import DPGridSearchCV, DPRandomizedSearchCV
 
-__all__ = ["DPGridSearchCV", "DPRandomizedSearchCV"]
+__all__ = ["DPConfidenceBoosting", "DPGridSearchCV", "DPRandomizedSearchCV"]
