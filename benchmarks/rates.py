@@ -7,7 +7,7 @@ for the squared, logistic and Huber losses, ``noisy_gd``, ``jl``,
 high-dimensional check at d = n = 1e4, epsilon = 1.
 
 Design.  Rows ``x = sqrt(a2) z + sqrt(1 - a2) e`` with ``z ~ N(0, I_r / r)``
-on the first r = 5 coordinates (the signal) and ``e ~ N(0, I_d / d)``
+on the first r = 5 coordinates (the signal; ``--rank``) and ``e ~ N(0, I_d / d)``
 (isotropic background), so ``E ||x||**2 = 1`` whatever d and the design has
 a few strong directions and d weak ones.  ``w* = 4 v`` with v a random unit
 vector of the first r coordinates, intercept 0:
@@ -30,12 +30,26 @@ with the same seed an estimator with ``method="auto"`` trains exactly the
 model of the method it chooses (``tests/test_mechanisms.py`` checks this), so
 its risk is read from that method's fit.
 
-Run: ``python benchmarks/rates.py [--quick]`` (full grid: 48 points x 3
-methods x 5 seeds plus the high-dimensional check, about 12 minutes on 2
-shared cores; ``--quick``: 2 seeds and a smaller grid, under a minute).
-Prints the tables, the ``auto`` criteria and, for comparison, what each
-fixed method would score as a default; writes
-``benchmarks/results/rates*.{txt,csv,png}``.
+Run: ``python benchmarks/rates.py [--quick] [--jobs N]`` (full grid: 48
+points x 3 methods x 5 seeds plus the high-dimensional check, about 20
+minutes on one shared core, half that with ``--jobs 2``; ``--quick``: 2
+seeds and a smaller grid, under a minute).  Prints, per point, each
+method's median excess risk, auto's choice and auto/best; then the ``auto``
+criteria and, for comparison, what each fixed method would score as a
+default.  Writes ``benchmarks/results/rates*.{txt,csv,png}``; the CSV has
+every seed's excess risk and the rule's bound for each method.
+``--rescore`` re-applies the current rule to the saved fits without
+refitting (the fits do not depend on the rule).
+
+Robustness: ``--rank r`` changes the signal rank of the design (results
+saved with the suffix ``_rank<r>``).  The public quantities (n, d,
+epsilon, the bounds) are the same, so the rule makes the same choices,
+but the best method changes with r.  At squared loss, n = 3000,
+d = 1000, epsilon = 2 (5 seeds), rank 5: JL 0.35, output perturbation
+0.87, Noisy GD 1.09; rank 50: Noisy GD 0.13, output perturbation 0.43,
+JL 1.02.  No choice is within 2x of the best on both designs, so no rule
+of public quantities can be within 2x everywhere on both; a rule tuned to
+rank 5 would be tuned to the benchmark, not to the problem.
 
 Seed-to-seed spread is large (the noise hits the 5 signal directions, a
 chi-square with few degrees of freedom), so medians over 5 seeds move by
@@ -44,18 +58,25 @@ in mind.
 """
 
 import argparse
+import csv
 import pathlib
+import sys
 import time
 import warnings
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 from scipy.special import log_expit
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent))  # the checkout first
 
 from dp_glm_sklearn import DPHuberRegressor, DPLinearRegression, DPLogisticRegression
 from dp_glm_sklearn._base import default_delta
 from dp_glm_sklearn._objective import PublicProblem
 from dp_glm_sklearn.losses import HuberLoss, LogisticLoss, SquaredLoss
-from dp_glm_sklearn.mechanisms.auto import choose_method
+from dp_glm_sklearn.mechanisms.auto import choose_method, risk_bounds
+from dp_glm_sklearn.mechanisms.noisy_gd import default_max_iter
+from dp_glm_sklearn.privacy.calibration import gdp_mu
 
 RESULTS = pathlib.Path(__file__).parent / "results"
 METHODS = ("noisy_gd", "jl", "output_perturbation")
@@ -75,19 +96,19 @@ _GH_WEIGHTS = _GH_WEIGHTS / _GH_WEIGHTS.sum()
 
 
 # -- data ------------------------------------------------------------------------------
-def true_coef(d, seed):
+def true_coef(d, seed, rank=RANK):
     rng = np.random.default_rng([seed, 1])
     v = np.zeros(d)
-    r = min(RANK, d)
+    r = min(rank, d)
     v[:r] = rng.normal(size=r)
     return W_NORM * v / np.linalg.norm(v)
 
 
-def make_features(n, d, seed):
+def make_features(n, d, seed, rank=RANK):
     rng = np.random.default_rng([seed, 2])
     X = rng.standard_normal((n, d))
     X *= np.sqrt((1.0 - SIGNAL_SHARE) / d)
-    r = min(RANK, d)
+    r = min(rank, d)
     X[:, :r] += np.sqrt(SIGNAL_SHARE / r) * rng.standard_normal((n, r))
     return X
 
@@ -103,9 +124,9 @@ def make_labels(loss, z, seed):
 
 
 # -- exact population risk -------------------------------------------------------------
-def _cov(u, v, d):
+def _cov(u, v, d, rank):
     """``u^T Sigma v`` for the design's covariance."""
-    r = min(RANK, d)
+    r = min(rank, d)
     return SIGNAL_SHARE / r * (u[:r] @ v[:r]) + (1.0 - SIGNAL_SHARE) / d * (u @ v)
 
 
@@ -124,10 +145,11 @@ def _huber_risk(mean, var):
     return total
 
 
-def excess_risk(loss, coef, intercept, w_star):
+def excess_risk(loss, coef, intercept, w_star, rank=RANK):
     """Population risk of ``(coef, intercept)`` minus that of ``w_star``."""
     d = w_star.size
-    v_ss, v_hs, v_hh = _cov(w_star, w_star, d), _cov(coef, w_star, d), _cov(coef, coef, d)
+    v_ss, v_hs, v_hh = (_cov(w_star, w_star, d, rank), _cov(coef, w_star, d, rank),
+                        _cov(coef, coef, d, rank))
     if loss == "squared":
         return 0.5 * (intercept**2 + v_hh - 2.0 * v_hs + v_ss)
     if loss == "huber":
@@ -167,23 +189,43 @@ def public_problem(loss, n, d):
                          Y_BOUND.get(loss, 0.0), NORM_BOUND)
 
 
-def run_point(loss, n, d, epsilon, seeds, X_cache=None):
-    """Excess risks ``{method: [per seed]}`` and auto's choice at one point."""
+def rule(loss, n, d, epsilon):
+    """``(choice, bounds)`` of the auto rule at a point: public quantities only.
+
+    The estimators pass their default number of steps to the rule, so does this.
+    """
+    problem, delta = public_problem(loss, n, d), default_delta(n)
+    max_iter = default_max_iter(n, gdp_mu(epsilon, delta))
+    return (choose_method(problem, epsilon, delta, max_iter=max_iter),
+            risk_bounds(problem, epsilon, delta, max_iter=max_iter))
+
+
+def run_point(task):
+    """Fit the three methods at one point; ``task = (axis, loss, n, d, eps, seeds, rank)``.
+
+    Returns the row: excess risk per method and seed, auto's choice and the
+    rule's bounds.  The data are regenerated from the seeds (cheap next to the
+    fits), so a task needs nothing from the parent process.
+    """
+    axis, loss, n, d, epsilon, seeds, rank = task
     out = {m: [] for m in METHODS}
     seconds = {m: 0.0 for m in METHODS}
     for seed in seeds:
-        X = X_cache[seed] if X_cache is not None else make_features(n, d, seed)
-        w_star = true_coef(d, seed)
+        X = make_features(n, d, seed, rank)
+        w_star = true_coef(d, seed, rank)
         y = make_labels(loss, X @ w_star, seed)
         for method in METHODS:
             t0 = time.perf_counter()
-            est = _estimator(loss, method, epsilon, seed).fit(X, y)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                est = _estimator(loss, method, epsilon, seed).fit(X, y)
             seconds[method] += time.perf_counter() - t0
             coef = np.ravel(est.coef_)
             intercept = float(np.ravel(est.intercept_)[0])
-            out[method].append(excess_risk(loss, coef, intercept, w_star))
-    auto = choose_method(public_problem(loss, n, d), epsilon, default_delta(n))
-    return out, auto, seconds
+            out[method].append(excess_risk(loss, coef, intercept, w_star, rank))
+        del X
+    auto, bounds = rule(loss, n, d, epsilon)
+    return _row(axis, loss, n, d, epsilon, out, auto, bounds, seconds)
 
 
 # -- the study -------------------------------------------------------------------------
@@ -197,97 +239,153 @@ def grids(quick):
                 epsilons=(0.5, 2.0), high_dim=dict(n=10000, d=10000, seeds=tuple(range(5))))
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="2 seeds, a smaller grid")
-    args = parser.parse_args()
-    g = grids(args.quick)
-    rows = []
-    start = time.perf_counter()
+def tasks(g, rank, high=True):
+    """Every (point, loss, epsilon) of the grid, heaviest first (for --jobs)."""
     points = [("n", n, g["n_fixed_d"]) for n in g["n_grid"]]
     points += [("d", g["d_fixed_n"], d) for d in g["d_grid"] if g["d_fixed_n"] not in g["n_grid"]
                or d != g["n_fixed_d"]]  # the point shared by both axes is run once
-    for axis, n, d in points:
-        X_cache = {s: make_features(n, d, s) for s in g["seeds"]}
-        for loss in LOSSES:
-            for eps in g["epsilons"]:
-                risks, auto, secs = run_point(loss, n, d, eps, g["seeds"], X_cache)
-                rows.append(_row(axis, loss, n, d, eps, risks, auto, secs))
-                print(_format_row(rows[-1]), flush=True)
-        del X_cache
-    hd = g["high_dim"]
-    X_cache = {s: make_features(hd["n"], hd["d"], s) for s in hd["seeds"]}
-    high = []
-    for loss in LOSSES:
-        risks, auto, secs = run_point(loss, hd["n"], hd["d"], 1.0, hd["seeds"], X_cache)
-        high.append(_row("high", loss, hd["n"], hd["d"], 1.0, risks, auto, secs))
-        print(_format_row(high[-1]), flush=True)
-    del X_cache
-    report = _report(rows, high, time.perf_counter() - start)
+    out = [(axis, loss, n, d, eps, g["seeds"], rank) for axis, n, d in points
+           for loss in LOSSES for eps in g["epsilons"]]
+    if high:
+        hd = g["high_dim"]
+        out += [("high", loss, hd["n"], hd["d"], 1.0, hd["seeds"], rank) for loss in LOSSES]
+    return out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="2 seeds, a smaller grid")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="worker processes (each fits one point at a time)")
+    parser.add_argument("--rank", type=int, default=RANK,
+                        help=f"signal rank r of the design (default {RANK}); results of "
+                             "another rank are saved with the suffix _rank<r>")
+    parser.add_argument("--no-high", action="store_true",
+                        help="skip the high-dimensional check (n = d = 1e4)")
+    parser.add_argument("--rescore", action="store_true",
+                        help="no fitting: re-read the saved CSV and apply the current "
+                             "auto rule (the fits do not depend on the rule)")
+    args = parser.parse_args()
+    suffix = ("_quick" if args.quick else "") + (f"_rank{args.rank}" if args.rank != RANK else "")
+    start = time.perf_counter()
+    if args.rescore:
+        all_rows = _load(RESULTS / f"rates{suffix}.csv")
+    else:
+        todo = tasks(grids(args.quick), args.rank, high=not args.no_high)
+        order = sorted(range(len(todo)), key=lambda i: -todo[i][2] * todo[i][3])
+        all_rows = [None] * len(todo)
+        if args.jobs > 1:
+            with ProcessPoolExecutor(args.jobs) as pool:
+                results = pool.map(run_point, [todo[i] for i in order])
+                for i, row in zip(order, results, strict=True):
+                    all_rows[i] = row
+                    print(_format_row(row), flush=True)
+        else:
+            for i in order:
+                all_rows[i] = run_point(todo[i])
+                print(_format_row(all_rows[i]), flush=True)
+    rows = [r for r in all_rows if r["axis"] != "high"]
+    high = [r for r in all_rows if r["axis"] == "high"]
+    report = _report(rows, high, time.perf_counter() - start, args.rank, args.rescore)
     print(report)
-    _save(rows + high, report, args.quick)
+    _save(rows + high, report, suffix)
 
 
-def _row(axis, loss, n, d, eps, risks, auto, secs):
+def _row(axis, loss, n, d, eps, risks, auto, bounds, secs):
     med = {m: float(np.median(risks[m])) for m in METHODS}
     return dict(axis=axis, loss=loss, n=n, d=d, epsilon=eps, auto=auto, median=med,
-                risks=risks, seconds=secs)
+                risks=risks, bounds=bounds, seconds=secs)
+
+
+def _ratio(r):
+    best = min(r["median"].values())
+    return r["median"][r["auto"]] / best if best > 0 else 1.0
 
 
 def _format_row(r):
     meds = " ".join(f"{r['median'][m]:>10.4g}" for m in METHODS)
-    best = min(METHODS, key=lambda m: r["median"][m])
-    ratio = r["median"][r["auto"]] / r["median"][best]
     return (f"{r['axis']:>4} {r['loss']:<8} n={r['n']:<6} d={r['d']:<5} eps={r['epsilon']:<4}"
-            f" {meds}  auto={r['auto']:<19} auto/best={ratio:5.2f}")
+            f" {meds}  auto={r['auto']:<19} auto/best={_ratio(r):5.2f}")
 
 
-def _report(rows, high, elapsed):
-    ratios = []
-    for r in rows:
-        best = min(r["median"].values())
-        ratios.append(r["median"][r["auto"]] / best if best > 0 else 1.0)
-    ratios = np.array(ratios)
+def _report(rows, high, elapsed, rank, rescored):
+    ratios = np.array([_ratio(r) for r in rows])
     header = (f"{'axis':>4} {'loss':<8} {'n':<8} {'d':<7} {'eps':<8}"
               + "".join(f"{m:>11}" for m in ("noisy_gd", "jl", "out_pert"))
               + "  auto choice")
-    lines = ["Median excess population risk over seeds", header]
+    lines = [f"Median excess population risk over seeds (design rank r = {rank})", header]
     lines += [_format_row(r) for r in rows]
     lines.append("")
     lines.append(f"auto within 1.25x of the best method: {np.mean(ratios <= 1.25):.0%} of "
                  f"{len(ratios)} points (criterion: >= 80%); worst ratio {ratios.max():.2f} "
                  "(criterion: <= 2)")
+    for axis in ("n", "d"):
+        sub = np.array([_ratio(r) for r in rows if r["axis"] == axis])
+        if sub.size:
+            lines.append(f"  {axis}-axis: within 1.25x on {np.mean(sub <= 1.25):.0%} of "
+                         f"{sub.size}, worst ratio {sub.max():.2f}")
     for m in METHODS:  # what a fixed default would do, for comparison
         fixed = np.array([r["median"][m] / min(r["median"].values()) for r in rows])
         lines.append(f"  always {m:<20}: within 1.25x on {np.mean(fixed <= 1.25):.0%}, "
                      f"worst ratio {fixed.max():.2f}")
+    if high:
+        lines.append("")
+        lines.append("High dimension, n = d = {n}, epsilon = 1 (median over seeds):".format(
+            n=high[0]["n"]))
+        for r in high:
+            gd = r["median"]["noisy_gd"]
+            best_hd = min(r["median"]["jl"], r["median"]["output_perturbation"])
+            lines.append(f"  {r['loss']:<8} noisy_gd={gd:.4g} jl={r['median']['jl']:.4g} "
+                         f"output_perturbation={r['median']['output_perturbation']:.4g} "
+                         f"best/noisy_gd={best_hd / gd:.2f} (criterion: <= 0.5) auto={r['auto']}")
     lines.append("")
-    lines.append("High dimension, n = d = {n}, epsilon = 1 (median over seeds):".format(
-        n=high[0]["n"]))
-    for r in high:
-        gd = r["median"]["noisy_gd"]
-        best_hd = min(r["median"]["jl"], r["median"]["output_perturbation"])
-        lines.append(f"  {r['loss']:<8} noisy_gd={gd:.4g} jl={r['median']['jl']:.4g} "
-                     f"output_perturbation={r['median']['output_perturbation']:.4g} "
-                     f"best/noisy_gd={best_hd / gd:.2f} (criterion: <= 0.5) auto={r['auto']}")
-    lines.append("")
-    total = {m: sum(r["seconds"][m] for r in rows + high) for m in METHODS}
-    lines.append("fit seconds: " + ", ".join(f"{m} {s:.0f}" for m, s in total.items())
-                 + f"; wall {elapsed:.0f} s")
+    if rescored:
+        lines.append("auto choices re-scored from the saved fits (--rescore); "
+                     f"{elapsed:.0f} s")
+    else:
+        total = {m: sum(r["seconds"][m] for r in rows + high) for m in METHODS}
+        lines.append("fit seconds: " + ", ".join(f"{m} {s:.0f}" for m, s in total.items())
+                     + f"; wall {elapsed:.0f} s")
     return "\n".join(lines)
 
 
-def _save(rows, report, quick):
+_CSV_FIELDS = ("axis", "loss", "n", "d", "epsilon", "method", "seed", "excess_risk", "auto",
+               "bound", "seconds")
+
+
+def _save(rows, report, suffix):
     RESULTS.mkdir(exist_ok=True)
-    suffix = "_quick" if quick else ""
     (RESULTS / f"rates{suffix}.txt").write_text(report + "\n")
-    with open(RESULTS / f"rates{suffix}.csv", "w") as f:
-        f.write("axis,loss,n,d,epsilon,method,seed,excess_risk,auto\n")
+    with open(RESULTS / f"rates{suffix}.csv", "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(_CSV_FIELDS)
         for r in rows:
             for m in METHODS:
                 for s, v in enumerate(r["risks"][m]):
-                    f.write(f"{r['axis']},{r['loss']},{r['n']},{r['d']},{r['epsilon']},{m},{s},"
-                            f"{v:.6g},{r['auto']}\n")
+                    w.writerow([r["axis"], r["loss"], r["n"], r["d"], r["epsilon"], m, s,
+                                f"{v:.6g}", r["auto"], f"{r['bounds'][m]:.6g}",
+                                f"{r['seconds'][m] / len(r['risks'][m]):.3g}"])
+    _plot(rows, suffix)
+
+
+def _load(path):
+    """Rows of a saved CSV, with auto's choice and the bounds recomputed by the rule."""
+    grouped = {}
+    with open(path, newline="") as f:
+        for rec in csv.DictReader(f):
+            key = (rec["axis"], rec["loss"], int(rec["n"]), int(rec["d"]), float(rec["epsilon"]))
+            risks, secs = grouped.setdefault(key, ({m: [] for m in METHODS},
+                                                   {m: 0.0 for m in METHODS}))
+            risks[rec["method"]].append(float(rec["excess_risk"]))
+            secs[rec["method"]] += float(rec.get("seconds") or 0.0)
+    rows = []
+    for (axis, loss, n, d, eps), (risks, secs) in grouped.items():
+        auto, bounds = rule(loss, n, d, eps)
+        rows.append(_row(axis, loss, n, d, eps, risks, auto, bounds, secs))
+    return rows
+
+
+def _plot(rows, suffix):
     try:
         import matplotlib
 
@@ -329,6 +427,4 @@ def _save(rows, report, quick):
 
 
 if __name__ == "__main__":
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        main()
+    main()

@@ -7,7 +7,9 @@ Pairs, on synthetic data with n in {1e4, 1e5, 1e6} and d = 100 (float64):
 - ``DPHuberRegressor``    vs ``HuberRegressor()``,
 
 all with their default parameters except the DP estimators' public bounds
-(``epsilon=1``; ``max_iter`` default, i.e. 100 noisy GD steps at these n).
+(``epsilon=1``; ``max_iter`` default: ``default_max_iter`` caps the noisy GD
+steps at ``clip(3e6 / n, 30, 100)``, i.e. 100 steps at n = 1e4 and 30 at
+n = 1e5 and 1e6).
 
 Data: rows with an AR(1) correlation between neighbouring features
 (rho = 0.5, unit variances), ``||w*|| = 1``; logistic labels from the logistic
@@ -29,7 +31,15 @@ view (BLAS and OpenMP libraries, threads) and OPENBLAS_* variables are
 printed. Prints a markdown table with the ratios DP / scikit-learn and saves
 it, a CSV and a plot under ``benchmarks/results/``.
 
+``--cap-accuracy`` measures what the cap on the number of steps costs instead:
+test accuracy and log-loss of ``DPLogisticRegression`` (epsilon = 1) with the
+default number of steps, with ``max_iter=100`` and ``max_iter=1000``, next to
+``LogisticRegression()``, on the same synthetic logistic data (training rows:
+the first n of ``make_data("logistic", n + 100_000)``, test rows: the last
+100,000), a few noise seeds (``results/speed_cap_accuracy.txt``).
+
 Run: ``python benchmarks/speed.py [--quick] [--sizes 10000 100000 ...]``
+or ``python benchmarks/speed.py --cap-accuracy [--sizes 100000 1000000]``
 """
 
 import argparse
@@ -139,7 +149,8 @@ def child(job):
     threads = sorted({f"{lib['internal_api']}={lib['num_threads']}" for lib in threadpool_info()})
     return {"task": task, "impl": impl, "n": n, "d": d, "times": times, "threads": threads,
             "time": min(times), "cpu": min(cpu), "peak_rss_extra": peak_rss,
-            "tracemalloc_peak": traced, "X_bytes": X.nbytes, "n_iter": n_iter}
+            "tracemalloc_peak": traced, "X_bytes": X.nbytes, "n_iter": n_iter,
+            "load": os.getloadavg()[0]}
 
 
 def run_child(job, threads=None):
@@ -180,8 +191,8 @@ def table(rows):
     lines = ["| pair | n | size of X (MB) | DP fit (s) | sklearn fit (s) | time ratio | "
              "CPU time ratio | "
              "DP steps / sklearn iters | DP extra memory (MB) | sklearn extra memory (MB) | "
-             "DP extra / X | sklearn extra / X |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "DP extra / X | sklearn extra / X | load (DP / sklearn) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for dp, sk in rows:
         xb = dp["X_bytes"]
         lines.append(
@@ -190,7 +201,7 @@ def table(rows):
             f"{dp['cpu'] / sk['cpu']:.1f}x | "
             f"{dp['n_iter']} / {sk['n_iter'] if sk['n_iter'] >= 0 else '-'} | "
             f"{_mem(dp)} | {_mem(sk)} | {dp['peak_rss_extra'] / xb:.2f} | "
-            f"{sk['peak_rss_extra'] / xb:.2f} |")
+            f"{sk['peak_rss_extra'] / xb:.2f} | {dp['load']:.1f} / {sk['load']:.1f} |")
     return "\n".join(lines)
 
 
@@ -233,6 +244,71 @@ def plot(rows, path):
     plt.close(fig)
 
 
+def _mean_sd(values):
+    if len(values) == 1:
+        return f"{values[0]:.4f}"
+    return f"{np.mean(values):.4f} +- {np.std(values, ddof=1):.4f}"
+
+
+N_TEST = 100_000
+#: (max_iter, noise seeds) of ``--cap-accuracy``: the default, the former cap,
+#: and 1,000 steps to show how far from converged the fixed-step GD still is.
+CAP_RUNS = ((None, 5), (100, 5), (1000, 1))
+
+
+def cap_accuracy(sizes, d, out):
+    """Test accuracy and log-loss: default steps vs ``max_iter=100`` vs scikit-learn."""
+    from sklearn.metrics import accuracy_score, log_loss
+
+    lines = [
+        "DPLogisticRegression at epsilon = 1 (default delta = min(1e-5, n^-1.5)), default "
+        "max_iter vs " + " and ".join(f"max_iter={m}" for m, _ in CAP_RUNS if m) + ", "
+        f"and LogisticRegression() (lbfgs); synthetic logistic data of the speed benchmark "
+        f"(d = {d}); training rows: the first n of make_data('logistic', n + {N_TEST}), test "
+        f"rows: the last {N_TEST}. DP: mean +- standard deviation over "
+        f"{' / '.join(str(k) for _, k in CAP_RUNS)} noise seeds. Bayes: the true model's "
+        "own test metric.",
+        "",
+        "| n | model | steps | test accuracy | test log-loss |",
+        "|---|---|---|---|---|",
+    ]
+    warnings.simplefilter("ignore")
+    rows = []
+    for n in sizes:
+        X, y = make_data("logistic", n + N_TEST, d)
+        X_tr, y_tr, X_te, y_te = X[:n], y[:n], X[n:], y[n:]
+        w = np.random.default_rng(0).standard_normal(d)  # the generator's w* (same seed)
+        w /= np.linalg.norm(w)
+        p_true = 1.0 / (1.0 + np.exp(-(X_te @ w)))
+        results = [("Bayes (true w*)", "-", [accuracy_score(y_te, p_true > 0.5)],
+                    [log_loss(y_te, p_true)])]
+        sk = make_estimator("logistic", "sklearn", d).fit(X_tr, y_tr)
+        proba = sk.predict_proba(X_te)
+        results.append(("LogisticRegression (lbfgs)", str(int(np.max(sk.n_iter_))),
+                        [accuracy_score(y_te, sk.predict(X_te))], [log_loss(y_te, proba)]))
+        for max_iter, n_seeds in CAP_RUNS:
+            acc, ll, steps = [], [], set()
+            for seed in range(n_seeds):
+                est = make_estimator("logistic", "dp", d, max_iter)
+                est.set_params(random_state=seed).fit(X_tr, y_tr)
+                acc.append(accuracy_score(y_te, est.predict(X_te)))
+                ll.append(log_loss(y_te, est.predict_proba(X_te)))
+                steps.add(est.n_iter_)
+            label = "DPLogisticRegression, " + ("default" if max_iter is None
+                                                 else f"max_iter={max_iter}")
+            results.append((label, "/".join(map(str, sorted(steps))), acc, ll))
+        del X, X_tr, X_te
+        for label, steps, acc, ll in results:
+            lines.append(f"| {n:.0e} | {label} | {steps} | {_mean_sd(acc)} | {_mean_sd(ll)} |")
+            rows.append((n, label, steps, acc, ll))
+        print("\n".join(lines[-len(results):]), flush=True)
+    text = "\n".join(lines)
+    print("\n" + text)
+    (out / "speed_cap_accuracy.txt").write_text(text + "\n")
+    print(f"saved {out / 'speed_cap_accuracy.txt'}")
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
@@ -244,6 +320,9 @@ def main(argv=None):
     parser.add_argument("--out", default=str(RESULTS), help="folder for the results")
     parser.add_argument("--max-iter", type=int, default=None,
                         help="noisy GD steps of the DP estimators (default: their default)")
+    parser.add_argument("--cap-accuracy", action="store_true",
+                        help="test accuracy and log-loss of the default number of steps vs "
+                        "max_iter=100 (logistic; default sizes 1e5 and 1e6)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -252,6 +331,10 @@ def main(argv=None):
     sizes = [n for n in args.sizes if n <= 100_000] if args.quick else args.sizes
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.cap_accuracy:
+        given = "--sizes" in (argv if argv is not None else sys.argv)
+        cap_accuracy(sizes if given else [100_000, 1_000_000], args.d, out)
+        return 0
     env = environment()
     print("\n".join(env), flush=True)
     start = time.perf_counter()
@@ -275,7 +358,8 @@ def main(argv=None):
         "wall clock, and process CPU time (all threads; robust to other load with 1 thread). "
         "Extra memory: peak RSS (ru_maxrss) during the fits minus before them, in MB; in "
         "parentheses tracemalloc's peak (n <= 1e5). 'DP steps': noisy GD steps ("
-        "max_iter); 'sklearn iters': n_iter_ of the scikit-learn solver (- if it has none).",
+        "max_iter); 'sklearn iters': n_iter_ of the scikit-learn solver (- if it has none). "
+        "Load: the machine's 1-minute load average at the end of each side's fits.",
         "", *env, "threads in the fits (threadpoolctl, in the child processes): "
         + ", ".join(sorted({t for pair in rows for r in pair for t in r["threads"]})),
         "", table(rows),
@@ -284,12 +368,14 @@ def main(argv=None):
     stem = "speed" + (f"_{args.threads}thread" if args.threads else "") + (
         f"_maxiter{args.max_iter}" if args.max_iter else "")
     (out / f"{stem}.txt").write_text(text + "\n")
-    csv = ["task,impl,n,d,X_bytes,time_min,cpu_min,times,n_iter,peak_rss_extra,tracemalloc_peak"]
+    csv = ["task,impl,n,d,X_bytes,time_min,cpu_min,times,n_iter,peak_rss_extra,tracemalloc_peak,"
+           "load"]
     for pair in rows:
         for r in pair:
             csv.append(f"{r['task']},{r['impl']},{r['n']},{r['d']},{r['X_bytes']},"
                        f"{r['time']:.4f},{r['cpu']:.4f},{' '.join(f'{t:.4f}' for t in r['times'])},"
-                       f"{r['n_iter']},{r['peak_rss_extra']},{r['tracemalloc_peak'] or ''}")
+                       f"{r['n_iter']},{r['peak_rss_extra']},{r['tracemalloc_peak'] or ''},"
+                       f"{r['load']:.2f}")
     (out / f"{stem}.csv").write_text("\n".join(csv) + "\n")
     plot(rows, out / f"{stem}.png")
     print(f"saved {out / stem}.txt, .csv, .png")

@@ -2,10 +2,11 @@
 
 Everything here is a pure function of public quantities (n, d, the loss and
 its constants, the bounds X, Y, B, and the GDP parameter ``mu`` of the target
-(epsilon, delta)); nothing reads data.  The same formulas fix the default
-projection dimension of the JL method (Theorem 2) and the default
-regularization of output perturbation (Theorems 3 and 5), so the rule and the
-mechanisms agree on what they optimize.
+(epsilon, delta)); nothing reads data.  The theorems' bounds fix the default
+projection dimension of the JL method (Theorem 2, :func:`default_projection_dim`)
+and the default regularization of output perturbation (Theorems 3 and 5,
+:func:`default_l2`); the rule evaluates its own, tighter bounds at exactly
+the settings the mechanisms use.
 
 Notation (SPEC sections 1-3, as implemented in :class:`PublicProblem`):
 ``G = problem.lipschitz`` bounds every per-example gradient on the ball
@@ -18,17 +19,30 @@ papers' ``sqrt(log(1/delta)) / epsilon`` becomes ``1 / mu`` exactly
 The bounds are on the *privacy and optimization* part of the excess
 empirical risk (what Table 1 of Arora et al. 2022 compares); the statistical
 term ``~ G B / sqrt(n)`` of the non-private problem is common to all three
-and left out.  They are upper bounds up to the stated constants, not
-predictions; ``benchmarks/rates.py`` measures how well the rule they imply
-picks the best mechanism.
+and left out.  They are worst cases over every data set the public bounds
+allow, evaluated for the mechanisms exactly as implemented (steps, suffix
+averaging, lambda, k), with no constant fitted to a benchmark.  For the
+squared loss (a quadratic) they use the exact analysis of quadratics, with
+the empirical minimizer inside the ball (``B >= ||w*||``, as the theorems
+assume); for the other losses the general smooth convex analysis.
+
+What they cannot see is the spectrum of the data (how many directions carry
+the signal): it is not public, and the best mechanism depends on it.
+``benchmarks/rates.py --rank r`` shows this: at the same public (n, d,
+epsilon, bounds), JL is best with a rank-5 signal and 7.7x worse than Noisy
+GD with a rank-50 one (``benchmarks/results/rates*.txt``).  The rule picks
+the mechanism with the best *worst case*; it is not an oracle.
 """
 
+import functools
 import math
 
 import numpy as np
+from scipy.optimize import minimize_scalar
 from scipy.stats import chi2
 
 from .._objective import PublicProblem
+from ..losses import SquaredLoss
 from ..privacy.calibration import gdp_mu
 from .noisy_gd import default_max_iter
 
@@ -43,7 +57,10 @@ __all__ = [
     "jl_risk_bound",
     "noisy_gd_risk_bound",
     "output_perturbation_risk_bound",
+    "regularization_objective",
     "risk_bounds",
+    "suffix_average_constants",
+    "suffix_noise_factor",
 ]
 
 #: Output perturbation solves the regularized problem to within
@@ -56,23 +73,138 @@ def _n_params(problem):
     return int(np.prod(problem.theta_shape))
 
 
+def _is_quadratic(problem):
+    """The loss is a quadratic in the scores (the squared loss)."""
+    return isinstance(problem.loss, SquaredLoss)
+
+
+def _suffix_split(T):
+    """``(t0, m)``: Noisy GD averages the last ``m = T - t0`` iterates, ``t0 = T // 2``."""
+    t0 = int(T) // 2
+    return t0, int(T) - t0
+
+
+def _one_minus_power(x, k):
+    """``1 - (1 - x)**k`` without cancellation."""
+    return -math.expm1(k * math.log1p(-x)) if x < 1.0 else 1.0
+
+
+def suffix_noise_factor(x, T):
+    """``V_T(x)``: variance of the suffix average per unit of injected noise.
+
+    On a direction of the Hessian with eigenvalue ``a = x H`` (0 < x <= 1),
+    Noisy GD with step ``1 / H`` is the recursion
+    ``e_{t+1} = (1 - x) e_t - xi_t / H`` (no projection); the average of
+    ``e_{t0+1} .. e_T`` is ``-(1/H) sum_s c_s xi_s`` and ``V_T(x) = sum_s c_s**2``
+    (geometric sums in closed form for ``s <= t0``, summed directly after).
+    ``x = 0`` is the undamped limit ``t0 + 1 + (m - 1)(2m - 1) / (6m)``.
+
+    Examples
+    --------
+    >>> round(suffix_noise_factor(0.0, 100), 2)
+    67.17
+    >>> round(suffix_noise_factor(0.01, 100), 2)
+    31.55
+    """
+    t0, m = _suffix_split(T)
+    if x <= 0.0:
+        return t0 + 1.0 + (m - 1.0) * (2.0 * m - 1.0) / (6.0 * m)
+    one_minus_q2 = x * (2.0 - x)
+    # s <= t0: c_s = q**(t0 - s) (1 - q**m) / (m x)
+    head = ((_one_minus_power(x, m) / (m * x)) ** 2
+            * _one_minus_power(x, 2 * (t0 + 1)) / one_minus_q2)
+    # s = t0 + j, j = 1 .. m-1: c_s = (1 - q**(m - j)) / (m x), summed directly
+    # (the closed form cancels badly for small x).
+    i = np.arange(1, m)
+    ones_minus = -np.expm1(i * math.log1p(-x)) if x < 1.0 else np.ones(m - 1)
+    tail = float(np.sum(ones_minus**2)) / (m * x) ** 2
+    return float(head + tail)
+
+
+def _maximize_on_unit_interval(f, T):
+    """``max_{0 < x <= 1} f(x)`` (f smooth, one bump near ``x ~ 1/T``)."""
+    grid = np.geomspace(1e-3 / max(T, 1), 1.0, 400)
+    values = [f(x) for x in grid]
+    i = int(np.argmax(values))
+    lo, hi = math.log(grid[max(i - 1, 0)]), math.log(grid[min(i + 1, len(grid) - 1)])
+    if hi <= lo:
+        return float(values[i])
+    res = minimize_scalar(lambda u: -f(math.exp(u)), bounds=(lo, hi), method="bounded",
+                          options={"xatol": 1e-10})
+    return float(max(values[i], -res.fun))
+
+
+@functools.lru_cache(maxsize=512)
+def suffix_average_constants(T):
+    """``(Q_T, S_T)``: the quadratic worst cases of Noisy GD's two terms.
+
+    For a quadratic with Hessian eigenvalues ``a_i = x_i H`` (trace at most
+    H, so ``sum x_i <= 1``), minimizer at distance r from 0 and the suffix
+    average of T steps of size ``1 / H``:
+
+    * optimization: on direction i the mean error is
+      ``c_T(x) w*_i`` with ``c_T(x) = mean_{t0 < t <= T} (1 - x)**t``, costing
+      ``a_i c_T**2 w*_i**2 / 2``; the worst placement of ``||w*|| = r`` gives
+      ``Q_T H r**2`` with ``Q_T = max_x x c_T(x)**2 / 2`` (about 0.12 / T);
+    * noise: ``(sigma**2 / (2 H)) sum_i x_i V_T(x_i)`` with
+      :func:`suffix_noise_factor`; per direction ``x V_T(x) <= S_T =
+      max_x x V_T(x)`` (about 0.35: averaging removes two thirds of the
+      stationary noise of the last iterate).
+
+    Examples
+    --------
+    >>> Q, S = suffix_average_constants(100)
+    >>> round(100 * Q, 3), round(S, 3)
+    (0.123, 0.346)
+    """
+    t0, m = _suffix_split(T)
+
+    def bias(x):
+        c = (1.0 - x) ** (t0 + 1) * _one_minus_power(x, m) / (m * x)
+        return 0.5 * x * c * c
+
+    return (_maximize_on_unit_interval(bias, T),
+            _maximize_on_unit_interval(lambda x: x * suffix_noise_factor(x, T), T))
+
+
 def noisy_gd_risk_bound(problem, mu, max_iter=None, distance=None):
-    """Excess-risk bound of noisy projected GD (Theorem 1), noise as calibrated.
+    """Excess-risk bound of noisy projected GD as implemented, noise as calibrated.
 
-    Projected gradient descent from 0 with step ``1 / H``, ``T`` steps and
-    averaged iterates, with Gaussian gradient noise of variance
-    ``sigma**2`` per coordinate, has excess empirical risk at most::
+    The mechanism (:func:`~dp_glm_sklearn.mechanisms.noisy_gd.noisy_gd`)
+    starts at 0, takes T steps of size ``1 / H`` projected on the ball of
+    radius R (``problem.norm_bound``) with Gaussian gradient noise of variance
+    ``sigma**2 = T (2 G / n)**2 / mu**2`` per coordinate (the calibration of
+    :func:`~dp_glm_sklearn.mechanisms.noisy_gd.calibrate_noisy_gd`), and
+    outputs the average of the last ``m = T - t0`` iterates, ``t0 = T // 2``.
+    With r the distance from 0 to the comparator (``distance``, default R)
+    and p the number of coordinates:
 
-        H r**2 / (2 T) + p sigma**2 / (2 H)
+    * general smooth convex loss: the classical analysis (one step:
+      ``E F(w_{t+1}) - F* <= H (D_t - D_{t+1}) / 2 + p sigma**2 / (2 H)``,
+      ``D_t = E||w_t - w*||**2``) summed over the averaged steps, with
+      ``D_{t0} <= r**2 + t0 p sigma**2 / H**2`` (the drift of the first t0
+      steps)::
 
-    with r the distance from 0 to the comparator (``distance``, default B).
-    The calibration of :func:`~dp_glm_sklearn.mechanisms.noisy_gd.calibrate_noisy_gd`
-    gives ``sigma**2 = T (2 G / n)**2 / mu**2``.  ``max_iter=None`` uses the
-    number of steps the estimators use by default
+          H r**2 / (2 m) + (1 + t0 / m) p sigma**2 / (2 H)
+
+    * squared loss (a quadratic, Hessian trace at most H): the exact
+      recursion per eigendirection (:func:`suffix_average_constants`)::
+
+          Q_T H r**2 + (sigma**2 / (2 H)) min(p S_T, V_T(0))
+
+      The noise term is dimension-free once p exceeds ``V_T(0) / S_T``
+      (about 2 T): a direction moves at most as far as T steps of noise
+      take it.  That analysis ignores the projection, so it is used only
+      while the accumulated noise stays inside the ball
+      (``T p sigma**2 / H**2 <= R**2``); beyond, the projection shrinks the
+      signal too, and the general bound applies.
+
+    ``max_iter=None`` uses the number of steps the estimators use by default
     (:func:`~dp_glm_sklearn.mechanisms.noisy_gd.default_max_iter`);
-    ``max_iter="optimal"`` balances the two terms, which leaves
-    ``2 r G sqrt(p) / (n mu)``, the rate ``G B sqrt(d log(1/delta)) / (n epsilon)``
-    of Theorem 1 (whose proof takes ``T = n``).
+    ``max_iter="optimal"`` returns ``2 r G sqrt(p) / (n mu)``, the rate
+    ``G B sqrt(d log(1/delta)) / (n epsilon)`` of Theorem 1 with the T that
+    balances its two terms (what fixes the JL method's k,
+    :func:`default_projection_dim`).
 
     Examples
     --------
@@ -82,17 +214,22 @@ def noisy_gd_risk_bound(problem, mu, max_iter=None, distance=None):
     >>> round(noisy_gd_risk_bound(pb, mu=1.0, max_iter="optimal"), 4)
     0.008
     >>> round(noisy_gd_risk_bound(pb, mu=1.0, max_iter=100), 4)
-    0.0208
+    0.0416
     """
     if mu == math.inf:
         return 0.0
-    r = problem.norm_bound if distance is None else float(distance)
+    R = problem.norm_bound
+    r = R if distance is None else float(distance)
     n, G, H, p = problem.n_samples, problem.lipschitz, problem.smoothness, _n_params(problem)
     if isinstance(max_iter, str) and max_iter == "optimal":
         return 2.0 * r * G * math.sqrt(p) / (n * mu)
     T = default_max_iter(n, mu) if max_iter is None else int(max_iter)
     sigma2 = T * (2.0 * G / n) ** 2 / mu**2
-    return H * r**2 / (2.0 * T) + p * sigma2 / (2.0 * H)
+    t0, m = _suffix_split(T)
+    if _is_quadratic(problem) and T * p * sigma2 / H**2 <= R**2:
+        Q, S = suffix_average_constants(T)
+        return Q * H * r**2 + sigma2 / (2.0 * H) * min(p * S, suffix_noise_factor(0.0, T))
+    return H * r**2 / (2.0 * m) + (1.0 + t0 / m) * p * sigma2 / (2.0 * H)
 
 
 # -- JL method (Algorithm 2, Theorem 2) ------------------------------------------------
@@ -218,6 +355,20 @@ def _output_perturbation_terms(problem, mu):
     return a, c, e
 
 
+def regularization_objective(problem, mu, l2):
+    """The bound of Theorems 3 and 5 that fixes the default lambda.
+
+    ``lambda B**2 / 2 + min(H K sigma**2 / 2, G_glob sqrt(K) sigma)`` with
+    ``sigma = 2 G (1 + 2 r) / (lambda n mu)`` (r the certified accuracy
+    ratio): the theorems' constant ``lambda ||w*||**2 / 2`` for the
+    regularization bias.  :func:`default_l2` minimizes it; the rule evaluates
+    the tighter :func:`output_perturbation_risk_bound` at the lambda so
+    chosen.
+    """
+    a, c, e = _output_perturbation_terms(problem, mu)
+    return float(a * l2 + min(c / l2**2, e / l2))
+
+
 def default_l2(problem, mu):
     """Regularization lambda of Theorem 3 (smooth) or 5 (Lipschitz), as implemented.
 
@@ -226,7 +377,8 @@ def default_l2(problem, mu):
     sensitivity of SPEC 4.3 over mu) costs at most ``H K sigma**2 / 2`` (the
     loss is h-smooth in the score and ``<xi, x> ~ N(0, sigma**2 ||x||**2)``,
     whatever d is) or, for a loss with a bounded derivative,
-    ``G_glob sqrt(K) sigma``.  Minimizing each sum over lambda:
+    ``G_glob sqrt(K) sigma``.  Minimizing each sum over lambda
+    (:func:`regularization_objective`):
 
     * smooth (Theorem 3): ``lambda = (2 H K s**2 / B**2)**(1/3)``, bound
       ``3 lambda B**2 / 4``;
@@ -263,20 +415,36 @@ def _best_l2(problem, mu):
     return min(options, key=lambda o: o[1])
 
 
-def output_perturbation_risk_bound(problem, mu, l2=None):
+def output_perturbation_risk_bound(problem, mu, l2=None, distance=None):
     """Excess-risk bound of output perturbation with regularization ``l2``.
 
-    ``lambda B**2 / 2 + min(H K sigma**2 / 2, G_glob sqrt(K) sigma)`` with
-    ``sigma = 2 G (1 + 2 r) / (lambda n mu)`` (r the certified optimization
-    accuracy ratio); ``l2=None`` uses :func:`default_l2`.  Dimension-free:
-    for a GLM the noise acts only through ``<xi, x>``.
+    ``beta lambda r**2 + min(H K sigma**2 / 2, G_glob sqrt(K) sigma)`` with
+    ``sigma = 2 G (1 + 2 r_acc) / (lambda n mu)`` (r_acc the certified
+    optimization accuracy ratio), r the distance from 0 to the comparator
+    (``distance``, default B) and ``l2=None`` the lambda the mechanism uses
+    (:func:`default_l2`).  Dimension-free: for a GLM the noise acts only
+    through ``<xi, x>``.
+
+    The regularization bias, for the minimizer ``w_l`` of
+    ``F + lambda ||.||**2 / 2`` on the ball and a comparator ``u`` of the ball
+    with ``||u|| = r``: convexity and the optimality of ``w_l`` on the ball
+    give ``F(w_l) - F(u) <= <grad F(w_l), w_l - u> <= lambda <w_l, u - w_l>
+    <= lambda (||w_l|| r - ||w_l||**2) <= lambda r**2 / 4`` (``beta = 1/4``,
+    tight for losses that are linear over the ball).  For a quadratic with
+    its minimizer in the ball, direction by direction
+    ``a lambda**2 w_i**2 / (2 (a + lambda)**2) <= lambda w_i**2 / 8``
+    (``beta = 1/8``, at ``a = lambda``).  The theorems' ``lambda r**2 / 2``
+    (:func:`regularization_objective`) is what fixes the default lambda.
     """
     if mu == math.inf:
         return 0.0
-    if l2 is None:
-        return _best_l2(problem, mu)[1]
-    a, c, e = _output_perturbation_terms(problem, mu)
-    return float(a * l2 + min(c / l2**2, e / l2))
+    lam = default_l2(problem, mu) if l2 is None else float(l2)
+    if not lam > 0:
+        return 0.0
+    r = problem.norm_bound if distance is None else float(distance)
+    beta = 0.125 if _is_quadratic(problem) else 0.25
+    _, c, e = _output_perturbation_terms(problem, mu)
+    return float(beta * lam * r**2 + min(c / lam**2, e / lam))
 
 
 # -- the rule -------------------------------------------------------------------------
@@ -309,10 +477,16 @@ def choose_method(problem, epsilon, delta, *, max_iter=None, projection_dim=None
     Noisy GD in low dimension, ``d < (n epsilon)**(2/3)`` roughly) and, for
     Lipschitz losses, ``~ G B / sqrt(n mu)`` for output perturbation (better
     than Noisy GD when ``epsilon < d / n`` roughly).  The optimization term
-    ``H B**2 / (2 T)`` of gradient descent with a finite number of steps is
-    included: output perturbation solves its problem to certified accuracy
-    and has none.  Ties go to the earlier of noisy_gd, output_perturbation,
-    jl.
+    of gradient descent with the T steps it will take (``~ H B**2 / T``;
+    the default T is capped at large n) is included: output perturbation
+    solves its problem to certified accuracy and has none, so it wins once
+    n is large enough for Noisy GD to be optimization-limited.  Ties go to
+    the earlier of noisy_gd, output_perturbation, jl.
+
+    The bounds are worst cases over the data the public bounds allow; the
+    best mechanism on a given data set also depends on its spectrum, which
+    is private (module docstring), so the choice is the best worst case,
+    not the best mechanism for every data set.
 
     Parameters
     ----------
@@ -335,9 +509,9 @@ def choose_method(problem, epsilon, delta, *, max_iter=None, projection_dim=None
     >>> choose_method(low, 1.0, 1e-6, max_iter=1000)
     'noisy_gd'
 
-    With the default number of steps (at most 100), Noisy GD's optimization
-    term ``H B**2 / (2 T)`` dominates at this n, and the exactly solved
-    output perturbation wins:
+    With the default number of steps (at most 100, 30 from n = 1e5 on), Noisy
+    GD's optimization term ``~ H B**2 / T`` dominates at this n, and the
+    exactly solved output perturbation wins:
 
     >>> choose_method(low, 1.0, 1e-6)
     'output_perturbation'

@@ -19,7 +19,9 @@ An epsilon-DP mechanism satisfies ``TPR <= exp(epsilon) FPR``, whence
 The threshold (and which side of it means "S'") is chosen on the first half
 of the runs of each side (maximizing the same bound, at a stricter level) and
 the rates are counted on the second half, so the threshold is independent of
-the counts. Each rate gets a one-sided
+the counts. When the test is fixed before any run (the selection audits: "the
+audited candidate is chosen"), no runs are spent on choosing it and all of
+them are counted. Each rate gets a one-sided
 Clopper-Pearson bound at level ``alpha / 2``: the lower bound exceeds the
 true parameter only if one of the two bounds fails, with probability at most
 ``alpha`` whatever the threshold. This is the *false-failure probability* of
@@ -30,6 +32,7 @@ public API of the library.
 """
 
 import importlib
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from unittest import mock
@@ -48,7 +51,10 @@ from dp_glm_sklearn.mechanisms.output_perturbation import (
 from dp_glm_sklearn.privacy.events import total_mu
 from dp_glm_sklearn.privacy.noise import _audit_noise_multiplier
 from dp_glm_sklearn.privacy.selection import (
+    GEM_BETA,
     exponential_mechanism,
+    exponential_mechanism_probabilities,
+    gem_probabilities,
     generalized_exponential_mechanism,
 )
 
@@ -72,6 +78,7 @@ __all__ = [
     "gaussian_audit_probability",
     "gdp_lower_bound",
     "gem_case",
+    "gem_worst_case_epsilon",
     "jl_case",
     "noisy_gd_case",
     "output_perturbation_case",
@@ -185,15 +192,15 @@ def _select_test(sel_null, sel_alt, alpha, bound):
     return best[1], best[2]
 
 
-def audit(null, alt, claimed, *, alpha=1e-3, bound=gdp_lower_bound):
+def audit(null, alt, claimed, *, alpha=1e-3, bound=gdp_lower_bound, test=None):
     """Lower confidence bound on the privacy parameter from two samples of a statistic.
 
     Parameters
     ----------
     null, alt : array-like of float
         The statistic on runs with data S (``null``) and S' (``alt``), one
-        independent run (own seed) each. The first half of each selects the
-        threshold, the second half is counted.
+        independent run (own seed) each. Without ``test``, the first half of
+        each selects the threshold and the second half is counted.
     claimed : float
         The privacy parameter the library states (mu, or epsilon with
         ``bound=pure_dp_lower_bound``).
@@ -202,6 +209,9 @@ def audit(null, alt, claimed, *, alpha=1e-3, bound=gdp_lower_bound):
         (each Clopper-Pearson bound is taken at ``alpha / 2``).
     bound : callable, default=gdp_lower_bound
         ``(tpr, fpr) -> parameter``.
+    test : (threshold, sign) or None, default=None
+        A test fixed before the runs (it must not depend on them): "S'" when
+        ``sign * stat > threshold``. Every run is then counted.
 
     Returns
     -------
@@ -215,9 +225,13 @@ def audit(null, alt, claimed, *, alpha=1e-3, bound=gdp_lower_bound):
     True
     """
     null, alt = np.asarray(null, float), np.asarray(alt, float)
-    h0, h1 = null.size // 2, alt.size // 2
-    threshold, sign = _select_test(null[:h0], alt[:h1], alpha, bound)
-    eval_null, eval_alt = null[h0:], alt[h1:]
+    if test is None:
+        h0, h1 = null.size // 2, alt.size // 2
+        threshold, sign = _select_test(null[:h0], alt[:h1], alpha, bound)
+        eval_null, eval_alt = null[h0:], alt[h1:]
+    else:
+        threshold, sign = float(test[0]), int(test[1])
+        eval_null, eval_alt = null, alt
     fp, tp = _rates(eval_null, eval_alt, np.array([threshold]), sign)
     value, tpr_lo, fpr_hi = _bound(fp, tp, eval_null.size, eval_alt.size, alpha, bound)
     value = float(value[0])
@@ -265,15 +279,18 @@ def gaussian_audit_probability(shift, level, n_runs, *, alpha=1e-3, n_draws=200,
     return total / n_draws
 
 
-def binary_audit_probability(tpr, fpr, level, n_runs, *, alpha=1e-3, bound="pure"):
+def binary_audit_probability(tpr, fpr, level, n_runs, *, alpha=1e-3, bound="pure",
+                             split=False):
     """``P(lower bound > level)`` for an audit of a binary statistic.
 
-    The event has probability ``fpr`` on S and ``tpr`` on S' (the right
-    orientation is assumed chosen); exact binomial sums over the
-    ``n_runs - n_runs // 2`` counted runs of each side. ``bound`` is
-    ``"pure"`` (``log(TPR_lo / FPR_hi)``) or ``"gdp"``.
+    The event has probability ``fpr`` on S and ``tpr`` on S'; exact binomial
+    sums over the counted runs of each side: all ``n_runs`` for a test fixed
+    in advance (``audit(..., test=...)``), the ``n_runs - n_runs // 2`` of
+    the evaluation half with ``split=True`` (the right orientation is then
+    assumed chosen). ``bound`` is ``"pure"`` (``log(TPR_lo / FPR_hi)``) or
+    ``"gdp"``.
     """
-    m = n_runs - n_runs // 2
+    m = n_runs - n_runs // 2 if split else n_runs
     counts = np.arange(m + 1)
     fpr_hi = clopper_pearson_upper(counts, m, alpha / 2)
     tpr_lo = clopper_pearson_lower(counts, m, alpha / 2)
@@ -383,6 +400,11 @@ class AuditCase:
     noise (the power check). ``claimed`` is the parameter audited, in the
     units of ``bound``; ``stated`` is what the library's privacy event says
     (``claimed <= stated`` when a sharper bound holds for the neighbors used).
+    ``test`` is the test fixed in advance, if any (see :func:`audit`);
+    ``exact_rates(less_noise=False) -> (fpr, tpr)``, for the selections, the
+    exact probabilities of that test's event on S and S' (from the library's
+    ``*_probabilities``): ``log(tpr / fpr)`` is the most any audit of this
+    event can show.
     """
 
     run: Callable
@@ -390,6 +412,8 @@ class AuditCase:
     claimed: float
     stated: float
     bound: Callable = gdp_lower_bound
+    test: tuple | None = None
+    exact_rates: Callable | None = None
 
 
 def _with_less_noise(run):
@@ -476,17 +500,32 @@ def output_perturbation_case(epsilon, delta, l2=1.0):
     return _gaussian_case(run, calibration)
 
 
-def _selection_case(select, utilities, epsilon, claimed):
-    def run_at(eps):
+#: The test of the selection audits: the statistic is 1 when the audited
+#: candidate (index 0) is chosen, and "S'" is decided when it is.
+SELECTION_TEST = (0.5, 1)
+
+
+def _selection_case(select, probabilities, utilities, epsilon):
+    """An audit case for a selection ``select(u, factor, rng) -> (index, event)``.
+
+    ``factor`` is 1 for the mechanism as the library runs it, ``NOISE_FACTOR``
+    for 25% less noise; ``probabilities(u, factor)`` are its exact selection
+    probabilities. The statistic is the indicator of candidate 0.
+    """
+    def run_at(factor):
         def run(side, rng):
-            index, _ = select(utilities[side], eps, rng)
-            return float(index)
+            index, _ = select(utilities[side], factor, rng)
+            return float(index == 0)
 
         return run
 
-    _, event = select(utilities[0], epsilon, np.random.default_rng(0))
-    return AuditCase(run_at(epsilon), run_at(epsilon / NOISE_FACTOR), claimed, event.epsilon,
-                     bound=pure_dp_lower_bound)
+    def exact_rates(less_noise=False):
+        factor = NOISE_FACTOR if less_noise else 1.0
+        return tuple(float(probabilities(u, factor)[0]) for u in utilities)
+
+    _, event = select(utilities[0], 1.0, np.random.default_rng(0))
+    return AuditCase(run_at(1.0), run_at(NOISE_FACTOR), epsilon, event.epsilon,
+                     bound=pure_dp_lower_bound, test=SELECTION_TEST, exact_rates=exact_rates)
 
 
 def exponential_mechanism_case(epsilon, log_odds=-3.0):
@@ -497,35 +536,108 @@ def exponential_mechanism_case(epsilon, log_odds=-3.0):
     go from ``log_odds`` (``c = -2 log_odds / epsilon``) to
     ``log_odds + epsilon``. The privacy loss of "candidate 0 is chosen"
     tends to epsilon as ``log_odds -> -inf``; ``log_odds`` trades it against
-    the counts. 25% less noise (Gumbel scale ``2 / epsilon`` in the
-    report-noisy-max view) is the mechanism at ``epsilon / 0.75``.
+    the counts.
+
+    No neighbors do better, with any number of candidates: for an event E of
+    probability ``q`` on S, ``P'(E)`` is largest when every score in E rises
+    by 1 and every other falls by 1, which gives ``P'(E) = e^eps q /
+    (e^eps q + 1 - q)``, the two-candidate curve. 25% less noise (Gumbel
+    scale ``2 / epsilon`` in the report-noisy-max view) is the mechanism at
+    ``epsilon / 0.75``.
     """
     c = -2.0 * log_odds / epsilon
     utilities = (np.array([0.0, c]), np.array([1.0, c - 1.0]))
 
-    def select(u, eps, rng):
-        return exponential_mechanism(u, 1.0, eps, rng)
+    def select(u, factor, rng):
+        return exponential_mechanism(u, 1.0, epsilon / factor, rng)
 
-    return _selection_case(select, utilities, epsilon, claimed=epsilon)
+    def probabilities(u, factor):
+        return exponential_mechanism_probabilities(u, 1.0, epsilon / factor)
+
+    return _selection_case(select, probabilities, utilities, epsilon)
 
 
-def gem_case(epsilon, log_odds=-3.0):
-    """The generalized exponential mechanism on two candidates, audited at epsilon / 2.
+def gem_worst_case_epsilon(epsilon, n_candidates):
+    """Exact privacy parameter of the generalized exponential mechanism on K candidates.
 
-    GEM is epsilon-DP (its event says so), but with two candidates it is
-    epsilon/2-DP: the normalized scores are ``s = (min(0, r), min(0, -r))``
-    with ``r = (a_0 - a_1) / (D_0 + D_1)``, so ``P(0) = sigmoid(epsilon r / 2)``
-    and r moves by at most 1 between neighbors. An audit at epsilon could not
-    fail with 25% less noise (the true epsilon would be ``epsilon / 1.5``), so
-    the audit checks the sharper two-candidate bound. S has ``u = (0, c)``,
-    S' has ``(1, c - 1)``, ``D = (1, 1)``: the log-odds of candidate 0 go
-    from ``log_odds`` (``c = -4 log_odds / epsilon``) to
-    ``log_odds + epsilon / 2``.
+    ``eps_K = epsilon / 2 + log((K - 1) / (1 + (K - 2) e^(-epsilon / 2)))``:
+    ``epsilon / 2`` for two candidates, increasing to ``epsilon`` as K grows
+    (for small epsilon, about ``epsilon (1 - 1 / (2 (K - 1)))``).
+
+    Upper bound. Write ``z_k = exp(epsilon s_k / 2)`` for the normalized
+    scores on S (``s_k <= 0``, and ``s_k = 0`` for a best penalized score,
+    so some ``z_k = 1``), ``z'_k`` on S', and ``Z, Z'`` for the sums; every
+    ``s_k`` moves by at most 1. Let i be the released candidate and ``m != i``
+    a candidate with ``s'_m = 0``. Then ``Z <= z_i + 1 + R`` with ``R`` the
+    sum over the other K - 2, ``Z' >= e^(epsilon/2) z_i + 1 + e^(-epsilon/2)
+    R`` at the largest move of ``s_i``, and ``P'(i) / P(i) =
+    e^(epsilon/2) z_i Z / (z_i Z')`` is largest as ``z_i -> 0`` and
+    ``R -> K - 2``, which is ``e^(eps_K)``. If i is the only candidate with
+    ``s'_i = 0``, then ``s_i >= -1`` and the same steps give
+    ``epsilon / 2 + log((K - 1 + e^(-epsilon/2)) / (1 + (K - 1) e^(-epsilon/2)))``,
+    smaller.
+
+    Attained (in the limit) by the neighbors of :func:`gem_case` with
+    ``n_crowd = K - 2`` and ``gap -> inf``.
     """
-    c = -4.0 * log_odds / epsilon
-    utilities = (np.array([0.0, c]), np.array([1.0, c - 1.0]))
+    k = int(n_candidates)
+    if k < 2:
+        return 0.0
+    return epsilon / 2.0 + math.log((k - 1) / (1.0 + (k - 2) * math.exp(-epsilon / 2.0)))
 
-    def select(u, eps, rng):
-        return generalized_exponential_mechanism(u, [1.0, 1.0], eps, rng)
 
-    return _selection_case(select, utilities, epsilon, claimed=epsilon / 2)
+def gem_case(epsilon, n_crowd=33, gap=1.0):
+    """The generalized exponential mechanism, audited at the epsilon its event states.
+
+    With ``a_k = u_k - t D_k`` the penalized scores, the normalized score
+    ``s_k = min_j (a_k - a_j) / (D_k + D_j)`` is measured against the best
+    candidates, which move too; with a common sensitivity GEM is the
+    exponential mechanism at epsilon / 2, and on K candidates it is only
+    ``gem_worst_case_epsilon(epsilon, K)``-DP. What reaches epsilon is a
+    data-independent *anchor* (``D = 0``: the zero model of SPEC section 5)
+    that stays on top, and a *crowd* of ``n_crowd`` candidates that share the
+    top with it on S and all fall by their full sensitivity on S', while the
+    audited candidate 0 rises by its own:
+
+    ====================  ========  ===========  =============
+    candidate             D         a on S       a on S'
+    ====================  ========  ===========  =============
+    0 (audited)           1         -gap         1 - gap
+    1 .. n_crowd (crowd)  1         0            -1
+    anchor (last)         0         0            0
+    ====================  ========  ===========  =============
+
+    (up to the common shift ``-t``: the utilities are the table's ``a`` for
+    the data-dependent scores and ``-t`` for the anchor). So ``s_0`` rises
+    from ``-gap`` to ``1 - gap`` (``gap >= 1``) and every crowd score falls
+    from 0 to -1, while the anchor stays at 0: ``P'(0) / P(0) = e^(epsilon/2) (1 + n_crowd +
+    e^(-gap epsilon/2)) / (1 + n_crowd e^(-epsilon/2) + e^((1 - gap) epsilon/2))``,
+    which tends to ``e^epsilon`` as the crowd grows. One validation record
+    does this: its clipped loss is maximal for candidate 0 and 0 for the
+    crowd on S, the reverse on S'. ``gap = 1`` gives the best trade-off
+    between this ratio and the counts; ``n_crowd`` is chosen for the number
+    of runs (``benchmarks/audit.py``).
+
+    25% less noise is the same normalized scores sampled at
+    ``epsilon / 0.75``: the mechanism at ``epsilon / 0.75`` with ``beta``
+    lowered so that the penalty ``t = 2 ln(K / beta) / epsilon`` is unchanged.
+    """
+    k = int(n_crowd) + 2
+    t = 2.0 * math.log(k / GEM_BETA) / epsilon
+    sensitivities = np.r_[np.ones(k - 1), 0.0]
+    crowd = np.ones(k - 2)
+    # u - t D = a - t: the table shifted by -t, and |u(S) - u(S')| = D exactly.
+    utilities = (np.r_[-gap, 0.0 * crowd, -t], np.r_[1.0 - gap, -crowd, -t])
+
+    def beta_at(factor):
+        # 2 ln(k / beta) / (epsilon / factor) = t
+        return GEM_BETA if factor == 1.0 else k * math.exp(-epsilon * t / (2.0 * factor))
+
+    def select(u, factor, rng):
+        return generalized_exponential_mechanism(u, sensitivities, epsilon / factor, rng,
+                                                 beta=beta_at(factor))
+
+    def probabilities(u, factor):
+        return gem_probabilities(u, sensitivities, epsilon / factor, beta=beta_at(factor))
+
+    return _selection_case(select, probabilities, utilities, epsilon)
