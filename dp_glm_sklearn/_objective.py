@@ -103,6 +103,30 @@ class PublicProblem:
         return float(self.loss.smoothness * self.augmented_norm**2)
 
 
+def _row_norms_float64(X, block_rows=2**14):
+    """Euclidean row norms computed in float64 whatever X's dtype.
+
+    The clipping scale ``min(1, X / ||x||)`` must use the norm of the row the
+    kernel actually multiplies (converted to float64): a norm rounded in
+    float32 can be short by ~1e-7 relative, and a clipped row (hence a
+    per-example gradient) would then exceed its public bound by as much.
+    Dense X is converted block by block, so no float64 copy of X is made.
+    """
+    if X.dtype == np.float64:
+        return row_norms(X)
+    n = X.shape[0]
+    if sp.issparse(X):
+        X = X.tocsr()
+        rows = np.repeat(np.arange(n), np.diff(X.indptr))
+        data = X.data.astype(np.float64)
+        return np.sqrt(np.bincount(rows, weights=data * data, minlength=n))
+    out = np.empty(n)
+    for start in range(0, n, block_rows):
+        block = np.asarray(X[start:start + block_rows], dtype=np.float64)
+        out[start:start + block_rows] = np.sqrt(np.einsum("ij,ij->i", block, block))
+    return out
+
+
 class GLMObjective:
     """Empirical risk ``(1/n) sum_i phi(<theta, x_i>, y_i)`` on clipped rows.
 
@@ -116,7 +140,7 @@ class GLMObjective:
         self.problem = problem
         self.X = X
         self.y = y
-        norms = row_norms(X)
+        norms = _row_norms_float64(X)
         with np.errstate(divide="ignore"):
             self.row_scale = np.minimum(1.0, problem.feature_norm / norms)
         self.row_scale[norms == 0] = 1.0
