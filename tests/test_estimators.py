@@ -256,8 +256,12 @@ def test_single_class_is_an_error():
 
 def test_label_not_in_declared_classes_is_an_error():
     X, _ = _regression(n=30, d=2)
-    with pytest.raises(ValueError, match="not in the declared 'classes'"):
-        DPLogisticRegression(classes=[0, 1]).fit(X, np.arange(30) % 3)
+    acc = PrivacyAccountant()
+    est = DPLogisticRegression(classes=[0, 1], accountant=acc)
+    with pytest.raises(ValueError, match="not in the declared 'classes'") as info:
+        est.fit(X, 7 * (np.arange(30) % 3))
+    assert "14" not in str(info.value)  # the offending label (private) is not echoed
+    assert not hasattr(est, "coef_") and acc.history == []  # nothing trained or charged
 
 
 def test_continuous_target_rejected_by_classifier():

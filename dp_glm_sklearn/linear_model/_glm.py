@@ -456,11 +456,12 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
             )
         else:
             classes = np.unique(np.asarray(self.classes))
-            unknown = np.setdiff1d(y, classes)
-            if unknown.size:
+            # The message names the public classes only: echoing the offending
+            # labels would release values of the private data.
+            if np.setdiff1d(y, classes).size:
                 raise ValueError(
-                    f"y contains labels {unknown[:5].tolist()} not in the declared "
-                    f"'classes' parameter {classes.tolist()}."
+                    "y contains labels not in the declared 'classes' parameter "
+                    f"{classes.tolist()}; every label must be one of them."
                 )
         if classes.size < 2:
             raise ValueError(
