@@ -51,6 +51,14 @@ JL 1.02.  No choice is within 2x of the best on both designs, so no rule
 of public quantities can be within 2x everywhere on both; a rule tuned to
 rank 5 would be tuned to the benchmark, not to the problem.
 
+Bounds against measurements (rank 5): the rule's bound over the measured
+median is 1.8-7.9 for output perturbation (median 3.9), 1.6-504 for Noisy
+GD (median 19) and 3.1-62 for JL (median 22).  The rule compares worst
+cases, and output perturbation's worst case is much closer to these benign
+data than the other two; that, not a wrong constant, is why auto misses
+the issue's criterion here (73% within 1.25x, worst 2.51; see the
+``dp_glm_sklearn.mechanisms.auto`` module docstring).
+
 Seed-to-seed spread is large (the noise hits the 5 signal directions, a
 chi-square with few degrees of freedom), so medians over 5 seeds move by
 tens of percent between neighboring points: read ratios near 1.25 with that
