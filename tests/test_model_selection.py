@@ -30,7 +30,9 @@ from dp_glm_sklearn.privacy import (
     total_mu,
 )
 from dp_glm_sklearn.privacy.selection import (
+    bounded_range_gdp_mu,
     exponential_mechanism_probabilities,
+    gdp_bounded_range_epsilon,
     gdp_pure_epsilon,
     gem_probabilities,
 )
@@ -84,7 +86,13 @@ def test_grid_search_charges_one_gaussian_event_worth_the_budget(clf_data):
     assert cand_delta == DELTA
     assert gdp_mu(cand_eps, DELTA) == pytest.approx(mu / math.sqrt(3), rel=1e-9)
     assert search.best_estimator_.privacy_spent_ == pytest.approx(search.candidate_privacy_)
-    assert search.selection_epsilon_ == pytest.approx(gdp_pure_epsilon(mu))
+    # The selection is epsilon-bounded-range: it runs at twice the pure
+    # epsilon that mu-GDP dominates.
+    assert search.selection_epsilon_ == pytest.approx(gdp_bounded_range_epsilon(mu))
+    assert search.selection_epsilon_ == pytest.approx(2 * gdp_pure_epsilon(mu))
+    # The one event dominates both parallel parts.
+    assert event.mu >= bounded_range_gdp_mu(search.selection_epsilon_) * (1 - 1e-12)
+    assert event.mu >= math.sqrt(3) * gdp_mu(cand_eps, DELTA) * (1 - 1e-12)
 
 
 def test_refit_shares_the_budget_and_is_charged(clf_data):
@@ -95,9 +103,45 @@ def test_refit_shares_the_budget_and_is_charged(clf_data):
     assert total_mu(search.privacy_events_) == pytest.approx(gdp_mu(1.0, DELTA), rel=1e-9)
     assert search.privacy_spent_[0] == pytest.approx(1.0, rel=1e-9)
     assert acc.spent()[0] == pytest.approx(1.0, rel=1e-9)
-    # The refit saw all the data, at half the Gaussian budget.
+    # The refit saw all the data, at its share of the Gaussian budget (in mu**2).
+    mu = gdp_mu(1.0, DELTA)
     assert search.best_estimator_.privacy_events_[0].mu == pytest.approx(
-        gdp_mu(1.0, DELTA) / math.sqrt(2), rel=1e-9)
+        mu * math.sqrt(_search._REFIT_SHARE), rel=1e-9)
+    assert search.privacy_events_[0].mu == pytest.approx(
+        mu * math.sqrt(1 - _search._REFIT_SHARE), rel=1e-9)
+    assert search.privacy_events_[1].mu == pytest.approx(
+        mu * math.sqrt(_search._REFIT_SHARE), rel=1e-9)
+    assert search.selection_epsilon_ == pytest.approx(
+        gdp_bounded_range_epsilon(mu * math.sqrt(1 - _search._REFIT_SHARE)))
+
+
+@pytest.mark.parametrize("share", [0.2, 0.8])
+def test_refit_share_splits_the_gdp_budget(clf_data, share):
+    acc = PrivacyAccountant(epsilon=1.0, delta=DELTA)
+    search = DPGridSearchCV(_clf(), GRID, epsilon=1.0, delta=DELTA, refit=True,
+                            refit_share=share, accountant=acc, random_state=0).fit(*clf_data)
+    mu = gdp_mu(1.0, DELTA)
+    search_event, refit_event = search.privacy_events_
+    assert search_event.mu == pytest.approx(mu * math.sqrt(1 - share), rel=1e-9)
+    assert refit_event.mu == pytest.approx(mu * math.sqrt(share), rel=1e-9)
+    assert total_mu(search.privacy_events_) == pytest.approx(mu, rel=1e-9)
+    assert acc.spent()[0] == pytest.approx(1.0, rel=1e-9)
+    assert search.best_estimator_.privacy_events_[0].mu == pytest.approx(refit_event.mu)
+    cand_eps, _ = search.candidate_privacy_
+    assert gdp_mu(cand_eps, DELTA) == pytest.approx(search_event.mu / math.sqrt(3), rel=1e-9)
+    # Without refit the share is ignored: the search gets everything.
+    plain = DPGridSearchCV(_clf(), GRID, epsilon=1.0, delta=DELTA, refit_share=share,
+                           accountant=PrivacyAccountant(), random_state=0).fit(*clf_data)
+    assert [e.mu for e in plain.privacy_events_] == [pytest.approx(mu, rel=1e-9)]
+
+
+@pytest.mark.parametrize("share", [0.0, 1.0, 1.5])
+def test_refit_share_must_be_in_the_open_unit_interval(clf_data, share):
+    acc = PrivacyAccountant(epsilon=1.0, delta=DELTA)
+    with pytest.raises(ValueError, match="refit_share"):
+        DPGridSearchCV(_clf(), GRID, epsilon=1.0, delta=DELTA, refit=True, refit_share=share,
+                       accountant=acc).fit(*clf_data)
+    assert acc.history == []
 
 
 class _Untouchable:
@@ -522,7 +566,8 @@ def test_auto_norm_bound_regression(reg_data, make):
     est = make(norm_bound="auto", epsilon=2.0, delta=DELTA, accountant=acc, random_state=0)
     est.fit(*reg_data)
     assert est.norm_bound == "auto"  # parameters are never written by fit
-    n_train = len(reg_data[1]) // 2
+    n = len(reg_data[1])
+    n_train = n - round(_search._GRID_VALIDATION_FRACTION * n)
     unit = 2.0 / (1.5 * math.sqrt(2))
     assert est.norm_bound_ == pytest.approx(
         min(_search.auto_norm_bound_grid(n_train, 2.0, 1.0, unit),
@@ -586,7 +631,7 @@ def test_boosting_charges_one_gaussian_event_worth_the_budget(reg_data):
     # and the selection the pure epsilon that mu-GDP dominates.
     assert boosted.candidate_privacy_ == pytest.approx((2.0, DELTA), rel=1e-9)
     assert boosted.best_estimator_.privacy_spent_ == pytest.approx(boosted.candidate_privacy_)
-    assert boosted.selection_epsilon_ == pytest.approx(gdp_pure_epsilon(mu))
+    assert boosted.selection_epsilon_ == pytest.approx(gdp_bounded_range_epsilon(mu))
     # Refitting the kept model is charged like any fit.
     assert boosted.best_estimator_.accountant is acc
     # The budget is used up: the next fit is refused and releases nothing.
@@ -663,6 +708,8 @@ def test_boosting_selection_scores_are_bounded_on_neighbouring_chunks(reg_data):
         p = exponential_mechanism_probabilities(base, sens.max(), 0.8)
         q = exponential_mechanism_probabilities(moved, sens.max(), 0.8)
         assert np.max(np.abs(np.log(p) - np.log(q))) <= 0.8 * (1 + 1e-9)
+        # ... and 0.8-bounded-range, which the GDP conversion of the selection uses.
+        assert np.ptp(np.log(p) - np.log(q)) <= 0.8 * (1 + 1e-9)
 
 
 def test_boosting_in_pipelines_and_under_clone(clf_data):

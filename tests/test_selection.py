@@ -4,13 +4,15 @@ import math
 
 import numpy as np
 import pytest
-from scipy.special import logsumexp
+from scipy.special import expit, logsumexp, ndtri
 
 from dp_glm_sklearn.privacy import PureDPEvent, gdp_delta
 from dp_glm_sklearn.privacy import selection as sel
 from dp_glm_sklearn.privacy.selection import (
+    bounded_range_gdp_mu,
     exponential_mechanism,
     exponential_mechanism_probabilities,
+    gdp_bounded_range_epsilon,
     gdp_pure_epsilon,
     gem_normalized_scores,
     gem_probabilities,
@@ -66,6 +68,77 @@ def test_conversion_edge_cases():
     assert pure_dp_gdp_mu(40.0) > pure_dp_gdp_mu(30.0)  # no overflow to inf
     with pytest.raises(ValueError, match="epsilon"):
         pure_dp_gdp_mu(-1.0)
+
+
+# -- bounded range as GDP ------------------------------------------------------------------
+def _two_point_pair(a, epsilon):
+    """(p, q) = (P(1), Q(1)) of the two-output pair with privacy losses a + epsilon and a."""
+    b = a + epsilon
+    q = -math.expm1(a) / (math.exp(b) - math.exp(a))
+    return math.exp(b) * q, q
+
+
+def _two_point_delta(e, p, q):
+    """delta(e) of the pair (P, Q) = ((p, 1 - p), (q, 1 - q)), both orders."""
+    forward = max(0.0, p - math.exp(e) * q) + max(0.0, (1 - p) - math.exp(e) * (1 - q))
+    backward = max(0.0, q - math.exp(e) * p) + max(0.0, (1 - q) - math.exp(e) * (1 - p))
+    return max(forward, backward)
+
+
+@pytest.mark.parametrize("epsilon", EPSILONS)
+def test_bounded_range_gdp_mu_dominates_every_extreme_pair(epsilon):
+    # Every epsilon-BR pair is a post-processing of a two-point pair with
+    # losses in [a, a + epsilon], a in [-epsilon, 0] (bounded_range_gdp_mu's
+    # proof); check those pairs directly, through their privacy profiles.
+    mu = bounded_range_gdp_mu(epsilon)
+    es = np.linspace(0.0, epsilon, 201)
+    worst_probit_gap = 0.0
+    for a in np.linspace(-epsilon, 0.0, 401)[1:-1]:
+        p, q = _two_point_pair(a, epsilon)
+        worst_probit_gap = max(worst_probit_gap, float(ndtri(p) - ndtri(q)))
+        for e in es:
+            assert _two_point_delta(e, p, q) <= gdp_delta(e, mu) * (1 + 1e-9) + 1e-15
+    # The worst pair is the centred one, randomized response at epsilon / 2.
+    assert worst_probit_gap <= mu * (1 + 1e-12)
+    assert worst_probit_gap == pytest.approx(mu, rel=1e-6)
+
+
+@pytest.mark.parametrize("epsilon", EPSILONS)
+def test_bounded_range_gdp_mu_is_the_smallest(epsilon):
+    mu = bounded_range_gdp_mu(epsilon) * (1 - 1e-3)
+    p, q = _two_point_pair(-epsilon / 2, epsilon)  # randomized response at epsilon / 2
+    assert any(_two_point_delta(e, p, q) > gdp_delta(e, mu) for e in np.linspace(0, epsilon, 2001))
+
+
+def test_bounded_range_conversion_values_and_inverse():
+    for epsilon in EPSILONS:
+        assert bounded_range_gdp_mu(epsilon) == pytest.approx(pure_dp_gdp_mu(epsilon / 2))
+        # A bounded-range mechanism costs far less GDP than a generic pure-DP one.
+        assert bounded_range_gdp_mu(epsilon) < 0.65 * pure_dp_gdp_mu(epsilon)
+    for mu in [1e-4, 0.1, 0.7, 2.0, 10.0]:
+        epsilon = gdp_bounded_range_epsilon(mu)
+        assert epsilon == pytest.approx(2 * gdp_pure_epsilon(mu))
+        assert bounded_range_gdp_mu(epsilon) == pytest.approx(mu, rel=1e-10)
+    assert bounded_range_gdp_mu(0.0) == 0.0 and gdp_bounded_range_epsilon(0.0) == 0.0
+    assert bounded_range_gdp_mu(math.inf) == math.inf
+    assert gdp_bounded_range_epsilon(math.inf) == math.inf
+    with pytest.raises(ValueError, match="epsilon"):
+        bounded_range_gdp_mu(-1.0)
+
+
+def test_probit_of_expit_has_the_shape_the_proof_uses():
+    # psi = Phi^{-1} o expit: psi' even and nonincreasing in |x| (the lemma
+    # behind the centred worst case); and Sampford's bound on the Mills ratio.
+    from scipy.special import erfcx
+
+    x = np.linspace(0.0, 30.0, 30001)
+    psi = -ndtri(expit(-x))  # Phi^{-1}(expit(x)), accurate in the tail
+    slope = expit(x) * expit(-x) / (np.exp(-psi**2 / 2) / math.sqrt(2 * math.pi))
+    assert np.all(np.diff(slope) <= 1e-12 * slope[1:])
+    assert slope[0] == pytest.approx(math.sqrt(2 * math.pi) / 4)
+    z = np.linspace(0.0, 50.0, 50001)
+    mills = math.sqrt(math.pi / 2) * erfcx(z / math.sqrt(2))
+    assert np.all(mills < 4 / (3 * z + np.sqrt(z**2 + 8)))
 
 
 # -- neighbouring score vectors ----------------------------------------------------------
@@ -314,3 +387,36 @@ def test_stopping_rejects_bad_input():
         sample_stopping_count(5.0, "poisson", np.random.default_rng(0))
     with pytest.raises(ValueError, match="mean"):
         random_stopping_epsilon(0.3, 1.0, 1e-5)
+
+
+# -- bounded range on neighbours (what the GDP conversion of the searches uses) ------------
+def _log_ratio_range(lp, lq):
+    """max_i - min_i of log p_i - log q_i over the common support (both must agree on it)."""
+    assert np.array_equal(np.isneginf(lp), np.isneginf(lq))
+    diff = (lp - lq)[~np.isneginf(lp)]
+    return float(np.ptp(diff))
+
+
+@pytest.mark.parametrize("epsilon", [0.1, 1.0, 5.0])
+def test_exponential_mechanism_is_bounded_range_on_neighbours(epsilon):
+    rng = np.random.default_rng(5)
+    delta = 0.01
+    worst = 0.0
+    for u, v in _neighbours(rng, np.full(6, delta)):
+        lp = np.log(exponential_mechanism_probabilities(u, delta, epsilon))
+        lq = np.log(exponential_mechanism_probabilities(v, delta, epsilon))
+        worst = max(worst, _log_ratio_range(lp, lq))
+    assert worst <= epsilon * (1 + 1e-9)
+    assert worst > 0.9 * epsilon  # corners reach the bound: it is not loose
+
+
+@pytest.mark.parametrize("d", SENSITIVITY_SETS)
+@pytest.mark.parametrize("epsilon", [0.2, 1.0, 4.0])
+def test_gem_is_bounded_range_on_neighbours(d, epsilon):
+    rng = np.random.default_rng(6)
+    worst = 0.0
+    for u, v in _neighbours(rng, d):
+        u[d == 0] = v[d == 0] = -0.7
+        lp, lq = _gem_log_probabilities(u, d, epsilon), _gem_log_probabilities(v, d, epsilon)
+        worst = max(worst, _log_ratio_range(lp, lq))
+    assert worst <= epsilon * (1 + 1e-9)

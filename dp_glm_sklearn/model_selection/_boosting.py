@@ -19,14 +19,16 @@ adjacency a changed record lies in exactly one chunk.
   neighbours and the selection is post-processing, so the whole fit is
   ``mu``-GDP for this pair.
 - In the held-out chunk: the models have the same distribution on both
-  neighbours, and given them the selection is ``epsilon_sel``-DP, hence
-  ``pure_dp_gdp_mu(epsilon_sel)``-GDP.
+  neighbours, and given them the selection (the exponential mechanism) is
+  ``epsilon_sel``-bounded-range, hence
+  ``bounded_range_gdp_mu(epsilon_sel) = pure_dp_gdp_mu(epsilon_sel / 2)``-GDP
+  (:func:`~dp_glm_sklearn.privacy.selection.bounded_range_gdp_mu`).
 
-So the fit is ``max(mu, pure_dp_gdp_mu(epsilon_sel))``-GDP.  With
+So the fit is ``max(mu, bounded_range_gdp_mu(epsilon_sel))``-GDP.  With
 ``mu = gdp_mu(epsilon, delta)``, every model is trained at the full (epsilon,
 delta) (they compose in parallel, not sequentially) and the selection runs at
-``epsilon_sel = gdp_pure_epsilon(mu)``; ONE ``GaussianEvent(mu)`` is recorded
-and charged, before any data value is read, exactly as
+``epsilon_sel = gdp_bounded_range_epsilon(mu) = 2 * gdp_pure_epsilon(mu)``;
+ONE ``GaussianEvent(mu)`` is recorded and charged, before any data value is read, exactly as
 :class:`~dp_glm_sklearn.model_selection.DPGridSearchCV` does (see
 :mod:`dp_glm_sklearn.model_selection._search` for why a Gaussian event).
 """
@@ -42,7 +44,11 @@ from sklearn.utils.validation import _num_samples, indexable
 from .._base import _rng, default_delta
 from ..privacy.calibration import gdp_mu
 from ..privacy.events import GaussianEvent, compose
-from ..privacy.selection import exponential_mechanism, gdp_pure_epsilon, pure_dp_gdp_mu
+from ..privacy.selection import (
+    bounded_range_gdp_mu,
+    exponential_mechanism,
+    gdp_bounded_range_epsilon,
+)
 from ._search import (
     _BaseDPSearch,
     _candidate_privacy,
@@ -160,7 +166,8 @@ class DPConfidenceBoosting(_BaseDPSearch):
         Budget each model was trained with.
 
     selection_epsilon_ : float
-        Epsilon of the (pure DP) selection.
+        Epsilon of the selection (the exponential mechanism: pure DP, and
+        bounded-range).
 
     See Also
     --------
@@ -172,8 +179,9 @@ class DPConfidenceBoosting(_BaseDPSearch):
     chunk only: in a training chunk it affects one model, a
     ``mu``-GDP release with ``mu = gdp_mu(epsilon, delta)``; in the held-out
     chunk it affects only the selection, run at
-    ``epsilon_sel = log(Phi(mu/2) / Phi(-mu/2))``, the largest pure epsilon
-    that ``mu``-GDP dominates. So ``fit`` is ``mu``-GDP (parallel
+    ``epsilon_sel = 2 log(Phi(mu/2) / Phi(-mu/2))``, the largest epsilon
+    whose bounded-range mechanisms (the exponential mechanism is one)
+    ``mu``-GDP dominates. So ``fit`` is ``mu``-GDP (parallel
     composition), recorded as one ``GaussianEvent(mu)``. The budget is
     checked before any data is read; a refused fit raises
     ``BudgetExceededError`` and trains nothing. No validation score, nor
@@ -223,9 +231,9 @@ class DPConfidenceBoosting(_BaseDPSearch):
         delta = default_delta(n_samples) if self.delta is None else float(self.delta)
         mu = gdp_mu(float(self.epsilon), delta)
         candidate_epsilon, mu_candidate = _candidate_privacy(mu, delta)
-        selection_epsilon = gdp_pure_epsilon(mu)
+        selection_epsilon = gdp_bounded_range_epsilon(mu)
         event = GaussianEvent(
-            mu=max(mu_candidate, pure_dp_gdp_mu(selection_epsilon)),
+            mu=max(mu_candidate, bounded_range_gdp_mu(selection_epsilon)),
             label=f"DPConfidenceBoosting: {self.n_models} models on disjoint chunks || "
                   f"selection (epsilon={selection_epsilon:.4g})",
         )

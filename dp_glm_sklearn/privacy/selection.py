@@ -27,11 +27,23 @@ Adjacency is replace-one (SPEC section 1): a score ``u_j`` has sensitivity
 several models when one validation record is replaced) need the factor 2 in
 ``epsilon / (2 * Delta)``; it is never dropped here.
 
-This module also converts pure DP into Gaussian DP
-(:func:`pure_dp_gdp_mu`, :func:`gdp_pure_epsilon`), which the model-selection
-wrappers use to record a selection and the trainings it chooses among as one
-Gaussian event (see :mod:`dp_glm_sklearn.model_selection`), and accounts for
-random stopping (:func:`random_stopping_epsilon`, Papernot and Steinke 2022).
+Both mechanisms are moreover epsilon-*bounded-range* (Durfee and Rogers
+2019): on any pair of neighbours the log-ratio ``log P(i) / P'(i)`` of their
+selection probabilities varies by at most epsilon over the candidates ``i``
+(the score difference ``(epsilon / (2 Delta)) (u_i - u'_i)`` ranges over an
+interval of length epsilon; the normalizers add the same constant to every
+``i``).  That is a stronger property than epsilon-DP, and it matters in
+Gaussian DP: an epsilon-DP mechanism is only ``pure_dp_gdp_mu(epsilon)``-GDP,
+an epsilon-bounded-range one is ``bounded_range_gdp_mu(epsilon) =
+pure_dp_gdp_mu(epsilon / 2)``-GDP (proof in :func:`bounded_range_gdp_mu`).
+
+This module also converts pure DP and bounded range into Gaussian DP
+(:func:`pure_dp_gdp_mu`, :func:`gdp_pure_epsilon`,
+:func:`bounded_range_gdp_mu`, :func:`gdp_bounded_range_epsilon`), which the
+model-selection wrappers use to record a selection and the trainings it
+chooses among as one Gaussian event (see :mod:`dp_glm_sklearn.model_selection`),
+and accounts for random stopping (:func:`random_stopping_epsilon`, Papernot
+and Steinke 2022).
 """
 
 import math
@@ -45,8 +57,10 @@ from .calibration import _check_real
 from .events import PureDPEvent
 
 __all__ = [
+    "bounded_range_gdp_mu",
     "exponential_mechanism",
     "exponential_mechanism_probabilities",
+    "gdp_bounded_range_epsilon",
     "gdp_pure_epsilon",
     "gem_normalized_scores",
     "gem_probabilities",
@@ -134,6 +148,94 @@ def gdp_pure_epsilon(mu):
     return float(log_ndtr(mu / 2.0) - log_ndtr(-mu / 2.0))
 
 
+def bounded_range_gdp_mu(epsilon):
+    """Smallest mu such that every epsilon-bounded-range mechanism is mu-GDP.
+
+    ``mu = pure_dp_gdp_mu(epsilon / 2) = 2 * Phi^{-1}(e^{eps/2} / (1 + e^{eps/2}))``.
+
+    A mechanism is epsilon-bounded-range (epsilon-BR; Durfee and Rogers 2019)
+    when on every pair of neighbours ``(P, Q)`` its privacy loss
+    ``L(y) = log P(y) / Q(y)`` lies in an interval ``[a, a + epsilon]``.  The
+    exponential mechanism and the generalized exponential mechanism of this
+    module are epsilon-BR (module docstring).
+
+    Proof (finite outputs, as here).  (1) Reduction to two outputs.  Since
+    ``E_Q[e^L] = 1``, ``min L <= 0 <= max L``; take ``a = min L``, so that
+    ``a <= 0 <= b = a + epsilon`` and ``L`` lies in ``[a, b]``.  Let ``(P2,
+    Q2)`` be the pair on ``{1, 2}`` with ``P2(1) = e^b Q2(1)``, ``P2(2) = e^a
+    Q2(2)``, ``Q2(1) = (1 - e^a) / (e^b - e^a)``.  The kernel
+    ``K(y | 1) = Q(y) (e^{L(y)} - e^a) / ((e^b - e^a) Q2(1))``,
+    ``K(y | 2) = Q(y) (e^b - e^{L(y)}) / ((e^b - e^a) Q2(2))`` is a
+    probability kernel mapping ``Q2`` to ``Q`` and ``P2`` to ``P`` (check:
+    ``e^b c1 + e^a c2 = e^L Q`` and ``c1 + c2 = Q`` for the two terms), so
+    ``T(P, Q) >= T(P2, Q2)`` (post-processing).  The pair ``(Q, P)`` is of
+    the same kind (loss in ``[-b, -a]``).  (2) Two outputs.  Write ``p =
+    P2(1)``, ``q = Q2(1)``; then ``logit(p) - logit(q) = b - a = epsilon``.
+    ``T(P2, Q2)`` is piecewise linear with one kink, at ``(1 - p, q)``, and
+    ``G_mu`` is convex with the same end points, so (as in
+    :func:`pure_dp_gdp_mu`) ``T(P2, Q2) >= G_mu`` iff ``G_mu(1 - p) <= q``,
+    i.e. ``mu >= Phi^{-1}(p) - Phi^{-1}(q) = psi(x + epsilon) - psi(x)`` with
+    ``x = logit(q)`` and ``psi = Phi^{-1} o expit``.  (3) The worst pair.
+    ``psi`` is odd and ``psi'(x) = R(psi(x))`` with ``R(z) = Phi(z) Phi(-z) /
+    phi(z)``, which is even; ``d log R / dz = -H(z) / (Phi(z) Phi(-z))`` with
+    ``H(z) = phi(z) (2 Phi(z) - 1) - z Phi(z) Phi(-z)``.  For ``z >= 0``,
+    ``H >= 0`` iff ``z m(z) <= 2 - 1 / Phi(z)`` with the Mills ratio ``m =
+    Phi(-z) / phi(z)``; Sampford's (1953) bound ``m(z) < 4 / (3 z + s)``,
+    ``s = sqrt(z^2 + 8)``, reduces this to ``Phi(-z) <= 4 / (z + s)^2``, and
+    ``k(z) = Phi(-z) (z + s)^2 / 4`` has ``k(0) = 1`` and ``k' = ((z + s)^2 /
+    4) (2 Phi(-z) / s - phi(z)) <= 0`` because ``m(z) <= m(0) = sqrt(pi / 2)
+    < sqrt(2) <= s / 2``.  So ``psi'`` is even and nonincreasing in ``|x|``,
+    and the integral of ``psi'`` over an interval of length epsilon,
+    ``psi(x + epsilon) - psi(x)``, is largest for the centred interval ``x =
+    -epsilon / 2``: ``mu = 2 psi(epsilon / 2) = pure_dp_gdp_mu(epsilon / 2)``.
+    It is attained by randomized response at ``epsilon / 2``, which is
+    epsilon-BR, so no smaller mu works.
+
+    Parameters
+    ----------
+    epsilon : float
+        Bounded-range parameter, in ``[0, inf]``.
+
+    Returns
+    -------
+    mu : float
+
+    Examples
+    --------
+    >>> from dp_glm_sklearn.privacy.selection import bounded_range_gdp_mu
+    >>> round(bounded_range_gdp_mu(2.0), 4)
+    1.232
+    """
+    epsilon = _check_real("epsilon", epsilon)
+    return pure_dp_gdp_mu(epsilon / 2.0)
+
+
+def gdp_bounded_range_epsilon(mu):
+    """Largest epsilon such that every epsilon-bounded-range mechanism is mu-GDP.
+
+    The inverse of :func:`bounded_range_gdp_mu`: ``2 * gdp_pure_epsilon(mu)``.
+    An exponential mechanism (or GEM) run at this epsilon is dominated by a
+    mu-GDP release, twice the epsilon :func:`gdp_pure_epsilon` allows a
+    generic pure-DP mechanism.
+
+    Parameters
+    ----------
+    mu : float
+        GDP parameter, in ``[0, inf]``.
+
+    Returns
+    -------
+    epsilon : float
+
+    Examples
+    --------
+    >>> from dp_glm_sklearn.privacy.selection import gdp_bounded_range_epsilon
+    >>> round(gdp_bounded_range_epsilon(1.232), 3)
+    2.0
+    """
+    return 2.0 * gdp_pure_epsilon(mu)
+
+
 # -- validation helpers -------------------------------------------------------------
 def _check_utilities(utilities):
     u = np.asarray(utilities, dtype=np.float64)
@@ -185,7 +287,9 @@ def exponential_mechanism_probabilities(utilities, sensitivity, epsilon):
     ``P(i) = exp(epsilon u_i / (2 Delta)) / sum_j exp(epsilon u_j / (2 Delta))``.
     If every ``u_j`` has sensitivity ``Delta``, the ratio of ``P(i)`` on two
     neighbours is at most ``e^{epsilon/2} * e^{epsilon/2}`` (numerator and
-    normalizer), so the mechanism is epsilon-DP.
+    normalizer), so the mechanism is epsilon-DP; and ``log P(i) - log P'(i)``
+    varies by at most epsilon over ``i`` (the normalizers are common), so it
+    is epsilon-bounded-range (:func:`bounded_range_gdp_mu`).
 
     Parameters
     ----------
@@ -294,7 +398,8 @@ def gem_probabilities(utilities, sensitivities, epsilon, beta=GEM_BETA):
 
     ``P(i)`` proportional to ``exp(epsilon s_i / 2)`` with ``s`` from
     :func:`gem_normalized_scores`: the exponential mechanism on scores of
-    sensitivity 1, hence epsilon-DP.
+    sensitivity 1, hence epsilon-DP and epsilon-bounded-range (candidates
+    with ``s_i = -inf`` have probability 0 on every data set).
 
     Parameters
     ----------
