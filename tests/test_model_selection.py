@@ -364,8 +364,8 @@ def test_loss_scores_are_clipped_at_the_loss_bound(reg_data):
     est.coef_ = est.coef_ * 1e4  # a model far outside its constraint ball
     slot = _search._find_dp_slot(est)
     bound = _search._glm_loss_bound(est)
-    # (B X_aug + Y)^2 / 2 with X_aug = sqrt(2) * 1.5 (intercept feature) and Y = 2.
-    assert bound == pytest.approx((1.0 * math.sqrt(2) * 1.5 + 2.0) ** 2 / 2)
+    # (B X_aug + Y)^2 / 2 with X_aug = hypot(1.5, 0.75) (intercept feature c = X / 2), Y = 2.
+    assert bound == pytest.approx((1.0 * math.hypot(1.5, 0.75) + 2.0) ** 2 / 2)
     losses, declared = _search._validation_losses(est, slot, "loss", X[:50] * 100, y[:50])
     assert declared == bound and losses.max() == bound and losses.min() >= 0
 
@@ -373,7 +373,7 @@ def test_loss_scores_are_clipped_at_the_loss_bound(reg_data):
 def test_logistic_loss_bound():
     est = _clf(norm_bound=2.0, epsilon=1.0).fit(np.eye(4), [0, 1, 0, 1])
     assert _search._glm_loss_bound(est) == pytest.approx(
-        math.log1p(math.exp(2.0 * 4.0 * math.sqrt(2))))
+        math.log1p(math.exp(2.0 * math.hypot(4.0, 2.0))))
     multi = DPLogisticRegression(feature_norm=1.0, norm_bound=1.0, fit_intercept=False,
                                  classes=[0, 1, 2], max_iter=5).fit(np.eye(3), [0, 1, 2])
     assert _search._glm_loss_bound(multi) == pytest.approx(math.log(1 + 2 * math.exp(math.sqrt(2))))
@@ -568,7 +568,7 @@ def test_auto_norm_bound_regression(reg_data, make):
     assert est.norm_bound == "auto"  # parameters are never written by fit
     n = len(reg_data[1])
     n_train = n - round(_search._GRID_VALIDATION_FRACTION * n)
-    unit = 2.0 / (1.5 * math.sqrt(2))
+    unit = 2.0 / math.hypot(1.5, 0.75)
     assert est.norm_bound_ == pytest.approx(
         min(_search.auto_norm_bound_grid(n_train, 2.0, 1.0, unit),
             key=lambda b: abs(b - est.norm_bound_)), rel=1e-12)
