@@ -3,7 +3,7 @@
 For each data set and epsilon, the median test metric (utility protocol of
 ``benchmarks/utility.py``: 5 splits x 5 noise seeds, delta = 1e-5) for a range
 of fixed step counts T, next to the T that the default rule
-``clip(round(n * mu / 10), 5, 100)`` picks. Prints a table and saves it, with a
+``clip(round(n * mu / 10), 5, cap(n))`` picks. Prints a table and saves it, with a
 plot, under ``benchmarks/results/``.
 
 Run: ``python benchmarks/tune_max_iter.py [--quick]``
@@ -58,7 +58,7 @@ def main():
         import matplotlib.pyplot as plt
     except ImportError:
         return
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    fig, axes = plt.subplots(1, len(DATASETS), figsize=(5 * len(DATASETS), 4))
     for ax, name in zip(axes, DATASETS, strict=True):
         for eps in epsilons:
             ax.plot(steps, curves[(name, eps)], marker="o", label=f"eps={eps:g}")
