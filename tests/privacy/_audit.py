@@ -31,6 +31,7 @@ Everything here is for tests and benchmarks; nothing is reachable from the
 public API of the library.
 """
 
+import dataclasses
 import importlib
 import math
 from collections.abc import Callable
@@ -52,6 +53,7 @@ from dp_glm_sklearn.privacy.events import total_mu
 from dp_glm_sklearn.privacy.noise import _audit_noise_multiplier
 from dp_glm_sklearn.privacy.selection import (
     GEM_BETA,
+    bounded_range_gdp_mu,
     exponential_mechanism,
     exponential_mechanism_probabilities,
     gem_probabilities,
@@ -75,6 +77,7 @@ __all__ = [
     "clopper_pearson_upper",
     "collect",
     "exponential_mechanism_case",
+    "exponential_mechanism_gdp_case",
     "gaussian_audit_probability",
     "gdp_lower_bound",
     "gem_case",
@@ -555,6 +558,25 @@ def exponential_mechanism_case(epsilon, log_odds=-3.0):
         return exponential_mechanism_probabilities(u, 1.0, epsilon / factor)
 
     return _selection_case(select, probabilities, utilities, epsilon)
+
+
+def exponential_mechanism_gdp_case(epsilon):
+    """The exponential mechanism audited in Gaussian DP, at its bounded-range mu.
+
+    The model-selection wrappers record a selection run at epsilon as
+    ``bounded_range_gdp_mu(epsilon) = pure_dp_gdp_mu(epsilon / 2)``-GDP (the
+    mechanism is epsilon-bounded-range; proof in
+    :func:`~dp_glm_sklearn.privacy.selection.bounded_range_gdp_mu`).  The
+    worst bounded-range pair is the centred one, and the exponential
+    mechanism reaches it: two candidates whose log-odds go from
+    ``-epsilon / 2`` on S to ``+epsilon / 2`` on S' (randomized response at
+    ``epsilon / 2``), so the test "candidate 0 is chosen" has exactly
+    ``Phi^-1(TPR) - Phi^-1(FPR) = mu``: the audit is tight.  25% less noise
+    (epsilon / 0.75) has a larger mu, which the audit must see.
+    """
+    case = exponential_mechanism_case(epsilon, log_odds=-epsilon / 2.0)
+    mu = bounded_range_gdp_mu(epsilon)
+    return dataclasses.replace(case, claimed=mu, stated=mu, bound=gdp_lower_bound)
 
 
 def gem_worst_case_epsilon(epsilon, n_candidates):

@@ -23,7 +23,10 @@ candidates (15000 runs per side), GEM on a data-independent anchor, a crowd
 of 33 and the audited candidate (30000 runs per side; see ``gem_case``: with
 two candidates GEM is only epsilon/2-DP, with K it is
 ``gem_worst_case_epsilon(epsilon, K)``-DP, which tends to epsilon). Pure-DP
-audits rest on rarer events, hence more runs.
+audits rest on rarer events, hence more runs. The model-selection wrappers
+record a selection at epsilon as ``bounded_range_gdp_mu(epsilon)``-GDP; that
+claim is audited too (``exponential_mechanism_gdp``: the centred two-candidate
+pair, on which it is exact; 15000 runs per side).
 
 False-failure probabilities, per test, over the choice of seeds (exact
 binomial sums over the evaluation half, averaged over simulated threshold
@@ -38,7 +41,8 @@ sums at the fixed test, from the exact selection probabilities:
 - ``test_audit_detects_less_noise``: with 25% less noise the true parameter
   is ``claimed / 0.75``; ``lower bound > claimed`` fails with probability
   about 3e-5 (each Gaussian case), 6e-6 (exponential mechanism) and 2.4e-6
-  (GEM).
+  (GEM), below 1e-12 for the exponential mechanism's GDP claim (whose
+  ``lower bound <= claimed`` fails with probability 1.5e-6).
 
 The seeds are fixed, so the outcome is deterministic; these numbers say how
 unlucky the fixed seeds would have to be. Summed over the file: about 1.2e-4
@@ -56,6 +60,7 @@ from _audit import (
     canary_neighbors,
     collect,
     exponential_mechanism_case,
+    exponential_mechanism_gdp_case,
     gem_case,
     gem_worst_case_epsilon,
     jl_case,
@@ -91,6 +96,9 @@ CASES = {
         lambda: exponential_mechanism_case(SELECTION_EPSILON, SELECTION_LOG_ODDS), 15000
     ),
     "gem": (lambda: gem_case(SELECTION_EPSILON, GEM_CROWD), 30000),
+    # The GDP claim the model-selection wrappers record for a selection.
+    "exponential_mechanism_gdp": (lambda: exponential_mechanism_gdp_case(SELECTION_EPSILON),
+                                  15000),
 }
 SELECTIONS = ["exponential_mechanism", "gem"]
 
