@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 from scipy.special import expit
+from scipy.stats import norm
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "privacy")]
@@ -54,7 +55,9 @@ from _audit import (  # noqa: E402
     clopper_pearson_upper,
     collect,
     exponential_mechanism_case,
+    exponential_mechanism_gdp_case,
     gaussian_audit_probability,
+    gdp_lower_bound,
     gem_case,
     gem_worst_case_epsilon,
     jl_case,
@@ -124,7 +127,9 @@ def _row(name, eps, case, n_runs, seed, setting="-", less_noise=False):
     event = "-"
     if case.exact_rates is not None:
         fpr, tpr = case.exact_rates(less_noise)
-        event = f"{np.log(tpr / fpr) / case.claimed:.3f}"
+        exact = (norm.ppf(tpr) - norm.ppf(fpr) if case.bound is gdp_lower_bound
+                 else np.log(tpr / fpr))
+        event = f"{exact / case.claimed:.3f}"
     return (f"{name:<22} {eps:>5.1f} {setting:>9} {case.claimed:>8.4f} "
             f"{result.lower_bound:>8.4f} {result.ratio:>6.3f} {event:>6} {n_runs:>7d} "
             f"{seconds:>6.1f}")
@@ -158,7 +163,9 @@ def main(argv=None):
 
     emit("Privacy audits (alpha = 1e-3; claimed = mu for Gaussian mechanisms, the stated")
     emit("epsilon for selections; ratio = lower / claimed; event = exact privacy loss of the")
-    emit("audited event / claimed; setting = log-odds a (exponential mechanism), crowd n (GEM))")
+    emit("audited event / claimed; setting = log-odds a (exponential mechanism), crowd n (GEM);")
+    emit("exponential_mech_gdp: the exponential mechanism at epsilon audited in GDP against the")
+    emit("bounded-range mu the model-selection wrappers record, pure_dp_gdp_mu(epsilon / 2))")
     emit()
     emit(HEADER)
     for eps in EPSILONS:
@@ -171,6 +178,8 @@ def main(argv=None):
         n = selection_runs["gem"]
         crowd = best_crowd(eps, n)
         emit(_row("gem", eps, gem_case(eps, crowd), n, seed=10, setting=f"n={crowd}"))
+        emit(_row("exponential_mech_gdp", eps, exponential_mechanism_gdp_case(eps),
+                  selection_runs["exponential_mechanism"], seed=10, setting="centred"))
     emit()
     emit("Power: the test suite's settings with 25% less noise (every ratio must exceed 1)")
     emit()
@@ -183,6 +192,9 @@ def main(argv=None):
               setting=f"a={SELECTION_LOG_ODDS:g}", less_noise=True))
     emit(_row("gem", eps, gem_case(eps, GEM_CROWD), selection_runs["gem"], seed=11,
               setting=f"n={GEM_CROWD}", less_noise=True))
+    emit(_row("exponential_mech_gdp", eps, exponential_mechanism_gdp_case(eps),
+              selection_runs["exponential_mechanism"], seed=11, setting="centred",
+              less_noise=True))
 
     emit()
     emit("GEM's exact privacy parameter on K candidates, eps_K / epsilon (stated: epsilon)")
@@ -212,6 +224,16 @@ def main(argv=None):
         emit(f"  {name}, {n} runs/side, epsilon = {eps}: P(eps_lb > eps) = {_p(high)}, "
              f"P(eps_lb <= 0.6 eps) = {_p(low)}, "
              f"P(eps_lb <= eps | 25% less noise) = {_p(less)}")
+    case, n = CASES["exponential_mechanism_gdp"][0](), test_runs["exponential_mechanism_gdp"]
+    fpr, tpr = case.exact_rates()
+    fpr_less, tpr_less = case.exact_rates(less_noise=True)
+    high = binary_audit_probability(tpr, fpr, case.claimed, n, alpha=ALPHA, bound="gdp")
+    low = 1 - binary_audit_probability(tpr, fpr, 0.6 * case.claimed, n, alpha=ALPHA, bound="gdp")
+    less = 1 - binary_audit_probability(tpr_less, fpr_less, case.claimed, n, alpha=ALPHA,
+                                        bound="gdp")
+    emit(f"  exponential_mechanism_gdp, {n} runs/side, mu = {case.claimed:.4f} (epsilon = {eps}): "
+         f"P(mu_lb > mu) = {_p(high)}, P(mu_lb <= 0.6 mu) = {_p(low)}, "
+         f"P(mu_lb <= mu | 25% less noise) = {_p(less)}")
 
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)

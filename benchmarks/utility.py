@@ -3,7 +3,7 @@
 Protocol (the one of ``python -m dp_glm_sklearn demo``, shared through
 ``dp_glm_sklearn._demo.evaluate``): scikit-learn's bundled diabetes (test R^2;
 fitted twice, by ``DPLinearRegression`` and by ``DPHuberRegressor``) and
-breast_cancer (test accuracy); 5 random 75/25 splits x 5 noise seeds;
+breast_cancer (test accuracy); 20 random 75/25 splits x 5 noise seeds;
 StandardScaler fit on the training split; training rows clipped to the public
 ``feature_norm``; delta = 1e-5; epsilon in {0.1, 0.3, 1, 3, 10}; non-private
 scikit-learn (LinearRegression, HuberRegressor, LogisticRegression) on the
@@ -16,6 +16,15 @@ own virtual environment (``--diffprivlib-python``; see
 from the same public bounds. It has no DP Huber regression: that row shows
 "n/a" (its LinearRegression is run once, on the "diabetes" row). The column is
 skipped, with a note, when that Python is missing.
+
+Why 20 splits when issue 2 states its protocol with 5: on these small data
+sets the median over 5 splits moves with the splits drawn more than with
+anything the library does. On diabetes the non-private R^2 ranges from 0.43
+to 0.53 over ten disjoint sets of 5 splits, and the first set (random_state
+0..4, the one an earlier version of this benchmark used) is the second
+hardest (0.443, against 0.47 typically). So the table reports 20 splits, and
+for each target of issue 2 the check also lists the median of every disjoint
+set of 5 splits x 5 seeds (the issue's protocol), first set first.
 
 Prints a markdown table (median and interquartile range) and saves it, a CSV
 of every score and a plot under ``benchmarks/results/``.
@@ -197,11 +206,13 @@ def plot(results, epsilons, path):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="2 splits x 2 seeds")
+    parser.add_argument("--splits", type=int, default=20,
+                        help="random train/test splits (default: %(default)s)")
     parser.add_argument("--diffprivlib-python", default=DEFAULT_DPL_PYTHON,
                         help="Python of a venv with diffprivlib (default: %(default)s)")
     parser.add_argument("--out", default=str(RESULTS), help="folder for the results")
     args = parser.parse_args(argv)
-    n_splits, n_seeds = (2, 2) if args.quick else (5, 5)
+    n_splits, n_seeds = (2, 2) if args.quick else (args.splits, 5)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     dpl_python = args.diffprivlib_python
@@ -248,10 +259,18 @@ def main(argv=None):
     checks = []
     for name, targets in TARGETS.items():
         for eps, target in targets.items():
-            med = float(np.median(results[name]["ours"][eps]))
+            scores = results[name]["ours"][eps]
+            med = float(np.median(scores))
             verdict = "ok" if med >= target else "BELOW TARGET"
-            checks.append(f"- {name} at epsilon={eps:g}: median {med:.3f} "
-                          f"(issue 2 target >= {target}): {verdict}")
+            line = (f"- {name} at epsilon={eps:g}: median {med:.3f} "
+                    f"(issue 2 target >= {target}): {verdict}")
+            n_sets = n_splits // 5
+            if n_sets >= 2:  # scores are split-major: split i holds n_seeds values
+                sets = np.median(scores[:n_sets * 5 * n_seeds].reshape(n_sets, -1), axis=1)
+                line += (f"; by disjoint sets of 5 splits x {n_seeds} seeds: "
+                         + " ".join(f"{m:.3f}" for m in sets)
+                         + f" ({int(np.sum(sets >= target))} of {n_sets} sets >= {target})")
+            checks.append(line)
     text = "\n".join(header) + "\n\n" + table + "\n\nIssue 2 targets:\n" + "\n".join(checks)
     print(text)
     print(f"\n{time.perf_counter() - start:.1f} s")

@@ -18,6 +18,7 @@ encoded (:meth:`_encode_targets`).
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
@@ -128,7 +129,12 @@ class _BaseDPGLM(BaseEstimator):
         accountant.check([GaussianEvent(mu=gdp_mu(epsilon, delta))])
         if isinstance(self.norm_bound, str):
             # "auto": the paper's private grid search over B (SPEC 5), one
-            # Gaussian event of the same total cost.
+            # Gaussian event of the same total cost.  The data are validated
+            # here first (as on the direct path: bad input raises before the
+            # search charges anything; n_features_in_ and feature_names_in_
+            # are reset for this X).
+            validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
+                          y_numeric=not self._is_classifier())
             from .model_selection._search import fit_auto_norm_bound
 
             return fit_auto_norm_bound(self, X, y)
@@ -137,6 +143,11 @@ class _BaseDPGLM(BaseEstimator):
             self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
             y_numeric=not self._is_classifier(),
         )
+        if sp.issparse(X) and not X.has_canonical_format:
+            # Duplicate stored entries would be summed by every product but
+            # not by row norms taken from X.data: clipping must see the row.
+            X = X.copy()
+            X.sum_duplicates()
         loss, y_enc, y_bound, y_offset = self._encode_targets(y)
         problem = PublicProblem(
             loss=loss,
@@ -155,7 +166,15 @@ class _BaseDPGLM(BaseEstimator):
         method = resolve(self.method, problem, epsilon, delta, **options)
         calibration = calibrate(method, problem, epsilon, delta, **options)
 
-        accountant.spend(calibration.events, source=f"{type(self).__name__}(method={method!r})")
+        try:
+            accountant.spend(calibration.events,
+                             source=f"{type(self).__name__}(method={method!r})")
+        except Exception:
+            # Refused (another fit on the same accountant got there first):
+            # leave no fitted attribute behind, the estimator stays unfitted.
+            for name in ("n_features_in_", "feature_names_in_", "classes_"):
+                self.__dict__.pop(name, None)
+            raise
         theta, n_iter = train(method, GLMObjective(problem, X, y_enc), calibration,
                               _rng(self.random_state))
 

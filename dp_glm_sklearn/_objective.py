@@ -138,6 +138,13 @@ class GLMObjective:
 
     def __init__(self, problem, X, y):
         self.problem = problem
+        if sp.issparse(X) and not X.has_canonical_format:
+            # Duplicate stored entries of a row add up in products but not in
+            # the row norms computed from X.data: a row stored as k copies of
+            # v would be clipped as if its norm were sqrt(k) |v| instead of
+            # k |v|, and its gradient would exceed G.  Sum them first.
+            X = X.copy()
+            X.sum_duplicates()
         self.X = X
         self.y = y
         norms = _row_norms_float64(X)

@@ -397,3 +397,41 @@ def test_gram_path_not_taken_where_the_safety_net_could_act(kind):
     np.testing.assert_allclose(obj.gradient(theta, clip=False), unclipped, rtol=1e-6,
                                atol=1e-9 * np.abs(unclipped).max())
     assert obj._gram_cache is not None
+
+
+@pytest.mark.parametrize("name", ["logistic", "squared"])
+def test_sparse_duplicate_entries_are_summed_before_clipping(name):
+    """A CSR row stored as k copies of one entry has norm k |v|, not sqrt(k) |v|.
+
+    Row norms taken from ``X.data`` would see sqrt(k) |v|; the objective and the
+    fit template sum duplicates first, so no per-example gradient exceeds G and
+    the fit equals the one on the canonical matrix.
+    """
+    k, d = 100, 3
+    data = np.r_[np.full(k, 1.0), [0.5, -0.2]]
+    indices = np.r_[np.zeros(k, dtype=int), [1, 2]]
+    indptr = np.array([0, k, k + 1, k + 2])
+    X = sp.csr_matrix((data, indices, indptr), shape=(3, d))
+    assert not X.has_canonical_format
+    loss = LOSSES[name]
+    problem = PublicProblem(loss=loss, n_samples=3, n_features=d, feature_norm=1.0,
+                            intercept_feature=0.0, y_bound=1.0, norm_bound=10.0)
+    y = np.array([1.0, 1.0, -1.0])
+    obj = GLMObjective(problem, X, y)
+    theta = np.zeros((d, 1))
+    theta[0, 0] = -10.0  # pushes the first row's derivative to its bound
+    g = obj.block_grad(slice(0, 1), theta)
+    # The clipped row has norm 1, so the gradient reaches G (it would be 10 G
+    # with norms from the unsummed X.data).
+    assert np.linalg.norm(g) == pytest.approx(problem.lipschitz, rel=1e-3)
+    assert np.linalg.norm(g) <= problem.lipschitz * (1 + 1e-12)
+    canonical = X.copy()
+    canonical.sum_duplicates()
+    np.testing.assert_allclose(g, GLMObjective(problem, canonical, y).block_grad(slice(0, 1),
+                                                                                  theta))
+    assert not X.has_canonical_format  # the caller's matrix is left as it was
+    est = DPLogisticRegression(classes=[0, 1], feature_norm=1.0, random_state=0)
+    a = est.fit(X, [0, 1, 1]).coef_
+    b = DPLogisticRegression(classes=[0, 1], feature_norm=1.0, random_state=0).fit(
+        canonical, [0, 1, 1]).coef_
+    np.testing.assert_array_equal(a, b)

@@ -793,3 +793,22 @@ def test_boosting_turns_good_on_average_into_good_with_high_probability():
                                        random_state=seed).fit(X, y)
         boosted_failures += boosted.score(X_test, y_test) < 0
     assert boosted_failures < single_failures
+
+
+def test_invalid_candidate_is_refused_before_any_charge(reg_data):
+    acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
+    search = DPGridSearchCV(_reg(), {"norm_bound": [1.0, -1.0]}, epsilon=1.0, delta=DELTA,
+                            accountant=acc)
+    with pytest.raises(ValueError, match="norm_bound"):
+        search.fit(*reg_data)
+    assert acc.history == [] and not hasattr(search, "best_estimator_")
+
+
+def test_auto_norm_bound_validates_data_before_any_charge(reg_data):
+    X, y = reg_data
+    X = np.array(X, dtype=float)
+    X[0, 0] = np.nan
+    acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
+    with pytest.raises(ValueError, match="NaN"):
+        _reg(norm_bound="auto", epsilon=1.0, delta=DELTA, accountant=acc).fit(X, y)
+    assert acc.history == []

@@ -42,13 +42,15 @@ _SHARED_PARAMS = """epsilon : float in (0, inf], default=1.0
 
     fit_intercept : bool, default=True
         Whether to fit an intercept, as the coefficient of a constant public
-        feature equal to ``feature_norm`` appended to each row.
+        feature ``c = feature_norm / 2`` appended to each row (so a row with
+        its constant has norm at most ``X_aug = 1.118 * feature_norm``).
 
     max_iter : int >= 1, default=None
         Number of noisy gradient steps T of ``"noisy_gd"`` and ``"jl"``.
-        ``None`` uses ``clip(round(n_samples * mu / 10), 5, 100)`` with mu the
-        Gaussian DP parameter of (epsilon, delta), a rule fitted on
-        ``benchmarks/utility.py``. Privacy holds for any T: the noise per step
+        ``None`` uses ``clip(round(n_samples * mu / 10), 5, cap(n))`` with mu
+        the Gaussian DP parameter of (epsilon, delta) and the compute cap
+        ``cap(n) = clip(3e6 / n, 30, 100)``, a rule fitted on
+        ``benchmarks/tune_max_iter.py``. Privacy holds for any T: the noise per step
         grows like ``sqrt(T)`` to keep the same (epsilon, delta).
         ``"output_perturbation"`` ignores it (its solver runs to a certified
         accuracy).
@@ -196,7 +198,7 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
 
 @_fill(params=_SHARED_PARAMS.format(
     norm_bound="10.0",
-    norm_bound_note="Scale it with the label range: ``|prediction| <= B * X``.",
+    norm_bound_note="Scale it with the label range: ``|prediction| <= B * X_aug``.",
 ), attributes=_SHARED_ATTRIBUTES, notes=_REGRESSION_NOTES)
 class DPLinearRegression(_DPRegressorBase):
     """Differentially private least squares regression.
@@ -269,7 +271,7 @@ class DPLinearRegression(_DPRegressorBase):
 
 @_fill(params=_SHARED_PARAMS.format(
     norm_bound="10.0",
-    norm_bound_note="Scale it with the label range: ``|prediction| <= B * X``.",
+    norm_bound_note="Scale it with the label range: ``|prediction| <= B * X_aug``.",
 ), attributes=_SHARED_ATTRIBUTES, notes=_REGRESSION_NOTES)
 class DPHuberRegressor(_DPRegressorBase):
     """Differentially private Huber regression.
@@ -361,7 +363,7 @@ class DPHuberRegressor(_DPRegressorBase):
 
 @_fill(params=_SHARED_PARAMS.format(
     norm_bound="10.0",
-    norm_bound_note="It caps how confident the model can get: ``|logit| <= B * X``.",
+    norm_bound_note="It caps how confident the model can get: ``|logit| <= B * X_aug``.",
 ), attributes=_SHARED_ATTRIBUTES)
 class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
     """Differentially private logistic regression (binary and multinomial).

@@ -157,6 +157,18 @@ class _DPSlot:
         return estimator.get_params(deep=True)[self.prefix[:-2]]
 
 
+def _validate_candidates(estimator, candidates, slot):
+    """Check every candidate's parameters of the DP estimator before anything is charged.
+
+    An invalid value in the grid (say ``norm_bound=-1``) would otherwise raise
+    only when its candidate is trained, after the whole budget was spent.
+    """
+    for params in candidates:
+        owner = slot.owner(clone(estimator).set_params(**params))
+        if hasattr(owner, "_parameter_constraints"):  # scikit-learn's declarative checks
+            owner._validate_params()
+
+
 def _find_dp_slot(estimator):
     params = estimator.get_params(deep=True)
     keys = [k for k in params if k == "epsilon" or k.endswith("__epsilon")]
@@ -752,6 +764,7 @@ class DPGridSearchCV(_BaseDPSearch):
             raise ValueError("The 'param_grid' parameter must contain at least one candidate.")
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(candidates, slot)
+        _validate_candidates(self.estimator, candidates, slot)
         accountant = self._accountant(slot)
         X, y = indexable(X, y)
         n_samples = _num_samples(X)
