@@ -46,17 +46,17 @@ saved with the suffix ``_rank<r>``).  The public quantities (n, d,
 epsilon, the bounds) are the same, so the rule makes the same choices,
 but the best method changes with r.  At squared loss, n = 3000,
 d = 1000, epsilon = 2 (5 seeds), rank 5: JL 0.35, output perturbation
-0.87, Noisy GD 1.09; rank 50: Noisy GD 0.13, output perturbation 0.43,
-JL 1.02.  No choice is within 2x of the best on both designs, so no rule
+0.57, Noisy GD 1.02; rank 50: Noisy GD 0.13, output perturbation 0.27,
+JL 0.65.  No choice is within 2x of the best on both designs, so no rule
 of public quantities can be within 2x everywhere on both; a rule tuned to
 rank 5 would be tuned to the benchmark, not to the problem.
 
-Bounds against measurements (rank 5): the rule's bound over the measured
+Bounds against measurements (rank 5, intercept feature c = X): the rule's bound over the measured
 median is 1.8-7.9 for output perturbation (median 3.9), 1.6-504 for Noisy
 GD (median 19) and 3.1-62 for JL (median 22).  The rule compares worst
 cases, and output perturbation's worst case is much closer to these benign
 data than the other two; that, not a wrong constant, is why auto misses
-the issue's criterion here (73% within 1.25x, worst 2.51; see the
+the issue's criterion here (65% within 1.25x, worst 3.23; see the
 ``dp_glm_sklearn.mechanisms.auto`` module docstring).
 
 Seed-to-seed spread is large (the noise hits the 5 signal directions, a

@@ -29,15 +29,17 @@ assume); for the other losses the general smooth convex analysis.
 What they cannot see is the spectrum of the data (how many directions carry
 the signal): it is not public, and the best mechanism depends on it.
 ``benchmarks/rates.py --rank r`` shows this: at the same public (n, d,
-epsilon, bounds), JL is best with a rank-5 signal and 7.7x worse than Noisy
+epsilon, bounds), JL is best with a rank-5 signal and 5x worse than Noisy
 GD with a rank-50 one (``benchmarks/results/rates*.txt``).  The rule picks
 the mechanism with the best *worst case*; it is not an oracle.
 
 Status against issue 3's criterion (auto within 1.25x of the best method on
 >= 80% of the rates grid, never worse than 2x): not met.  On the rank-5 grid
-auto is within 1.25x on 73% of the points, worst ratio 2.51 (rank 20: 71%,
-3.33; rank 50: 54%, 6.73); it beats every fixed method (best fixed choice,
-output perturbation: 65%, worst 3.65).  The misses are points where Noisy GD
+auto is within 1.25x on 65% of the points, worst ratio 3.23 (rank 20: 77%,
+2.25; rank 50: 67%, 4.06); it beats every fixed method on rank 5 and 20 (best
+fixed choice, output perturbation: 56%, worst 7.00 on rank 5).  (Measured
+with the intercept feature c = X / 2; with c = X: 73% / 2.51, rank 20 71% /
+3.33, rank 50 54% / 6.73.)  The misses are points where Noisy GD
 (small n, or d = 10) or JL (d = 1000) does better than output perturbation
 on the benchmark's benign data.  On those data the bounds here are 2-8x
 above the measured risk for output perturbation (worst-case ``||x|| = X``,
