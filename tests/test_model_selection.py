@@ -812,3 +812,11 @@ def test_auto_norm_bound_validates_data_before_any_charge(reg_data):
     with pytest.raises(ValueError, match="NaN"):
         _reg(norm_bound="auto", epsilon=1.0, delta=DELTA, accountant=acc).fit(X, y)
     assert acc.history == []
+
+
+def test_boosting_refuses_an_invalid_estimator_before_any_charge(clf_data):
+    acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
+    boost = DPConfidenceBoosting(_clf(norm_bound=-1.0), n_models=2, accountant=acc)
+    with pytest.raises(ValueError, match="norm_bound"):
+        boost.fit(*clf_data)
+    assert acc.history == []

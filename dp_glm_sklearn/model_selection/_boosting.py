@@ -56,6 +56,7 @@ from ._search import (
     _child_seeds,
     _find_dp_slot,
     _restore_accountant,
+    _validate_candidates,
 )
 
 __all__ = ["DPConfidenceBoosting"]
@@ -262,6 +263,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
             trained.
         """
         slot = _find_dp_slot(self.estimator)
+        _validate_candidates(self.estimator, [{}], slot)  # before anything is charged
         accountant = self._accountant(slot)
         X, y = indexable(X, y)
         n_samples = _num_samples(X)
