@@ -18,12 +18,11 @@ encoded (:meth:`_encode_targets`).
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
-from ._objective import GLMObjective, PublicProblem
+from ._objective import GLMObjective, PublicProblem, canonical_rows
 from .mechanisms import MECHANISMS, calibrate, resolve, train
 from .mechanisms.noisy_gd import default_max_iter
 from .privacy.accountant import (
@@ -143,11 +142,7 @@ class _BaseDPGLM(BaseEstimator):
             self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
             y_numeric=not self._is_classifier(),
         )
-        if sp.issparse(X) and not X.has_canonical_format:
-            # Duplicate stored entries would be summed by every product but
-            # not by row norms taken from X.data: clipping must see the row.
-            X = X.copy()
-            X.sum_duplicates()
+        X = canonical_rows(X)  # clipping (here and in JL's projection) must see whole rows
         loss, y_enc, y_bound, y_offset = self._encode_targets(y)
         problem = PublicProblem(
             loss=loss,

@@ -103,6 +103,20 @@ class PublicProblem:
         return float(self.loss.smoothness * self.augmented_norm**2)
 
 
+def canonical_rows(X):
+    """X with each sparse row's duplicate stored entries summed (a copy if needed).
+
+    Duplicates add up in every product but not in row norms taken from
+    ``X.data``: a row stored as k copies of v would be clipped as if its norm
+    were ``sqrt(k) |v|`` instead of ``k |v|``, and its gradient would exceed G.
+    Dense X and canonical sparse X are returned as they are.
+    """
+    if sp.issparse(X) and not X.has_canonical_format:
+        X = X.copy()
+        X.sum_duplicates()
+    return X
+
+
 def _row_norms_float64(X, block_rows=2**14):
     """Euclidean row norms computed in float64 whatever X's dtype.
 
@@ -138,14 +152,7 @@ class GLMObjective:
 
     def __init__(self, problem, X, y):
         self.problem = problem
-        if sp.issparse(X) and not X.has_canonical_format:
-            # Duplicate stored entries of a row add up in products but not in
-            # the row norms computed from X.data: a row stored as k copies of
-            # v would be clipped as if its norm were sqrt(k) |v| instead of
-            # k |v|, and its gradient would exceed G.  Sum them first.
-            X = X.copy()
-            X.sum_duplicates()
-        self.X = X
+        self.X = X = canonical_rows(X)
         self.y = y
         norms = _row_norms_float64(X)
         with np.errstate(divide="ignore"):
