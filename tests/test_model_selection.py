@@ -567,7 +567,7 @@ def test_auto_norm_bound_regression(reg_data, make):
     est.fit(*reg_data)
     assert est.norm_bound == "auto"  # parameters are never written by fit
     n = len(reg_data[1])
-    n_train = n - round(_search._GRID_VALIDATION_FRACTION * n)
+    n_train = n - round(_search._VALIDATION_FRACTION * n)
     unit = 2.0 / math.hypot(1.5, 0.75)
     assert est.norm_bound_ == pytest.approx(
         min(_search.auto_norm_bound_grid(n_train, 2.0, 1.0, unit),

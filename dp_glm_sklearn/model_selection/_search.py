@@ -110,15 +110,15 @@ _PREPAID_RTOL = 1e-9
 #: where searching can help.
 _REFIT_SHARE = 0.5
 
-#: Default validation_fraction of DPGridSearchCV: 0.5, as specified (issue 5),
-#: the same as DPRandomizedSearchCV's.  A smaller validation part trains the
+#: Default validation_fraction of DPGridSearchCV and DPRandomizedSearchCV:
+#: 0.5, as specified (issue 5).  A smaller validation part trains the
 #: candidates on more records, closer to the refit; the selection needs fewer
 #: (its score has sensitivity ``1 / n_val``).  On
 #: ``benchmarks/model_selection.py`` (refit share 0.5, 128 runs per cell, with
 #: the earlier intercept feature c = X) 0.3 against 0.5 raised the synthetic
 #: R^2 at epsilon 3 from 0.62 to 0.645 and changed no other cell by more than
 #: noise: with many records, pass ``validation_fraction=0.3``.
-_GRID_VALIDATION_FRACTION = 0.5
+_VALIDATION_FRACTION = 0.5
 
 #: Scores of bounded sensitivity a search can select on.
 SCORINGS = ("accuracy", "loss", "neg_mean_absolute_error", "neg_mean_squared_error")
@@ -700,7 +700,7 @@ class DPGridSearchCV(_BaseDPSearch):
     }
 
     def __init__(self, estimator, param_grid, *, epsilon=1.0, delta=None, scoring=None,
-                 selection="gem", validation_fraction=_GRID_VALIDATION_FRACTION, refit=False,
+                 selection="gem", validation_fraction=_VALIDATION_FRACTION, refit=False,
                  refit_share=_REFIT_SHARE, n_jobs=None, random_state=None, accountant=None):
         self.estimator = estimator
         self.param_grid = param_grid
@@ -809,7 +809,7 @@ class DPGridSearchCV(_BaseDPSearch):
 
 
 DPGridSearchCV.__doc__ = DPGridSearchCV.__doc__.format(
-    params=_SHARED_PARAMS.format(validation_fraction=_GRID_VALIDATION_FRACTION),
+    params=_SHARED_PARAMS.format(validation_fraction=_VALIDATION_FRACTION),
     attributes=_SHARED_ATTRIBUTES,
     refit_share=_REFIT_SHARE)
 
@@ -958,8 +958,8 @@ class DPRandomizedSearchCV(_BaseDPSearch):
 
     def __init__(self, estimator, param_distributions, *, epsilon=1.0, delta=None,
                  scoring=None, mean_candidates=10.0, stopping="logarithmic",
-                 validation_fraction=0.5, refit=False, n_jobs=None, random_state=None,
-                 accountant=None):
+                 validation_fraction=_VALIDATION_FRACTION, refit=False, n_jobs=None,
+                 random_state=None, accountant=None):
         self.estimator = estimator
         self.param_distributions = param_distributions
         self.epsilon = epsilon
@@ -1061,7 +1061,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
 
 
 DPRandomizedSearchCV.__doc__ = DPRandomizedSearchCV.__doc__.format(
-    params=_SHARED_PARAMS.format(validation_fraction="0.5"))
+    params=_SHARED_PARAMS.format(validation_fraction=_VALIDATION_FRACTION))
 
 
 # -- norm_bound="auto": the paper's private grid over the norm bound ---------------------
