@@ -27,17 +27,22 @@ from .losses import SquaredLoss
 # Rows per block of the gradient kernel.  A dense block of about 2 MB stays in
 # cache between the two products ``X_b @ W`` and ``X_b.T @ D``, so each step
 # reads X from memory once; smaller blocks cost more in Python overhead than
-# they gain in cache (benchmarks/speed.py).  Sparse blocks hold about 2**20
-# stored values: the per-block overhead (a d-vector, a slice) stays small.
+# they gain in cache (benchmarks/speed.py).  Sparse blocks have a fixed number
+# of rows, not of stored values: the blocks (hence the order in which partial
+# sums are added, and the threading below) must depend on the public shape
+# (n, d) only, never on the data's sparsity pattern.  A block is a slice of X,
+# so its memory is at most that of X.
 _BLOCK_BYTES = 2**21
-_SPARSE_BLOCK_NNZ = 2**20
-# A pass over an X of at least _PARALLEL_BYTES is cut into _N_GROUPS groups of
+_SPARSE_BLOCK_ROWS = 2**13
+# A pass over a dense X of at least _PARALLEL_BYTES (a sparse X of at least
+# _SPARSE_PARALLEL_ROWS rows) is cut into _N_GROUPS groups of
 # blocks shared between threads (as many as BLAS has), BLAS itself limited to
 # one thread: one thread per core streams its own part of X.  BLAS threading
 # inside each small product is slower, and much slower when another process
 # keeps a core busy (its threads wait for each other).  Below that size,
 # threads cost more than they save.
 _PARALLEL_BYTES = 4 * 2**20
+_SPARSE_PARALLEL_ROWS = 4 * _SPARSE_BLOCK_ROWS
 _N_GROUPS = 16
 # The squared loss's gradient is ``(A^T A theta - A^T y) / n`` (A: the clipped
 # rows with their constant feature): with at most this many parameters, the
@@ -161,13 +166,13 @@ class GLMObjective:
         c = problem.intercept_feature
         self.aug_norms = np.sqrt((self.row_scale * norms) ** 2 + c**2)
         n, d = X.shape
+        # Blocks and threading from the public shape only (see _SPARSE_BLOCK_ROWS).
         if sp.issparse(X):
-            nbytes = X.data.nbytes + X.indices.nbytes
-            self.block_size = max(1, int(_SPARSE_BLOCK_NNZ * n // max(X.nnz, 1)))
+            self.block_size = _SPARSE_BLOCK_ROWS
+            self._parallel = n >= _SPARSE_PARALLEL_ROWS
         else:
-            nbytes = X.nbytes
             self.block_size = max(1, _BLOCK_BYTES // (8 * max(d, 1)))
-        self._parallel = nbytes >= _PARALLEL_BYTES
+            self._parallel = X.nbytes >= _PARALLEL_BYTES
         self._lipschitz = problem.lipschitz  # constants: read once, not per block
         self._max_aug_norm = float(self.aug_norms.max()) if n else 0.0
         k = d + int(problem.fit_intercept)

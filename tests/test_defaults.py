@@ -232,8 +232,9 @@ class _CountingExecutor:
 def small_paths(monkeypatch):
     """Small blocks and threaded passes from any size, no Gram matrix; a thread counter."""
     monkeypatch.setattr(objective_module, "_BLOCK_BYTES", 8 * D * 29)  # 29-row blocks
-    monkeypatch.setattr(objective_module, "_SPARSE_BLOCK_NNZ", 97)
+    monkeypatch.setattr(objective_module, "_SPARSE_BLOCK_ROWS", 29)
     monkeypatch.setattr(objective_module, "_PARALLEL_BYTES", 0)
+    monkeypatch.setattr(objective_module, "_SPARSE_PARALLEL_ROWS", 0)
     monkeypatch.setattr(objective_module, "_GRAM_MAX_PARAMS", 0)
     counter = _CountingExecutor(objective_module._executor())
     monkeypatch.setattr(objective_module, "_executor", lambda: counter)
@@ -291,6 +292,22 @@ def test_blocked_and_threaded_gradient_equal_numpy_reference(name, kind, interce
                                    **{**_tolerance(kind), "atol": atol})
 
 
+@pytest.mark.parametrize("n", [10, 5_000, 40_000])
+def test_block_partition_depends_on_the_shape_only(n):
+    """Blocks and threading (the order of the floating-point sums) are the same for
+    two sparse data sets of one shape whatever their numbers of non-zeros."""
+    problem = PublicProblem(loss=LogisticLoss(), n_samples=n, n_features=50,
+                            feature_norm=1.0, intercept_feature=0.5, y_bound=0.0,
+                            norm_bound=2.0)
+    y = np.ones(n)
+    plans = set()
+    for density in (0.001, 0.05, 1.0):
+        X = sp.random(n, 50, density=density, format="csr", random_state=0)
+        obj = GLMObjective(problem, X, y)
+        plans.add((obj.block_size, obj._parallel, len(list(obj._blocks()))))
+    assert len(plans) == 1, plans
+
+
 @pytest.mark.parametrize("intercept", [0.0, INTERCEPT], ids=["no_intercept", "intercept"])
 @pytest.mark.parametrize("kind", INPUTS)
 @pytest.mark.parametrize("name", list(LOSSES))
@@ -344,7 +361,8 @@ def test_gram_path_equals_blocked_gradient(kind, intercept, monkeypatch):
     blocked = GLMObjective(problem, X, y)
     monkeypatch.setattr(objective_module, "_PARALLEL_BYTES", 0)  # a threaded Gram build
     monkeypatch.setattr(objective_module, "_BLOCK_BYTES", 8 * D * 61)
-    monkeypatch.setattr(objective_module, "_SPARSE_BLOCK_NNZ", 250)
+    monkeypatch.setattr(objective_module, "_SPARSE_BLOCK_ROWS", 61)
+    monkeypatch.setattr(objective_module, "_SPARSE_PARALLEL_ROWS", 0)
     gram = GLMObjective(problem, X, y)
     assert gram._gram_ok
     blocked._gram_ok = False  # this one takes the blocked path
