@@ -1,11 +1,14 @@
 """The accountant as estimators use it: every fit charged, no charge lost."""
 
 import copy
+import math
 import pickle
 
 import joblib
 import numpy as np
 import pytest
+from dp_accounting import dp_event
+from dp_accounting.rdp import rdp_privacy_accountant
 from sklearn.base import clone
 from sklearn.datasets import load_breast_cancer, make_classification
 from sklearn.model_selection import GridSearchCV, cross_val_score
@@ -14,12 +17,19 @@ from dp_glm_sklearn import (
     BudgetExceededError,
     DPLinearRegression,
     DPLogisticRegression,
+    DPRandomizedSearchCV,
     PrivacyAccountant,
     default_accountant,
     get_default_accountant,
 )
 from dp_glm_sklearn.privacy.calibration import gdp_mu
-from dp_glm_sklearn.privacy.events import GaussianEvent, compose
+from dp_glm_sklearn.privacy.events import (
+    ApproxDPEvent,
+    GaussianEvent,
+    RandomStoppingEvent,
+    compose,
+)
+from dp_glm_sklearn.privacy.selection import random_stopping_epsilon, random_stopping_mu
 
 
 @pytest.fixture(scope="module")
@@ -167,3 +177,90 @@ def test_fit_refused_at_the_charge_leaves_the_estimator_unfitted(data, monkeypat
     with pytest.raises(BudgetExceededError):
         est.fit(X, y)
     assert not [name for name in vars(est) if name.endswith("_") and not name.startswith("_")]
+
+
+# -- a random-stopping search charged to an accountant at another delta ----------------
+SEARCH_DELTA = 1e-5
+SEARCH_MEAN = 4.0
+
+
+@pytest.fixture(scope="module")
+def reg_data():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(1200, 3)) / 2
+    y = X @ [0.5, -0.5, 0.25] + 0.1 * rng.normal(size=1200)
+    return X, y
+
+
+def _random_search(acc, refit):
+    return DPRandomizedSearchCV(
+        DPLinearRegression(feature_norm=1.5, y_bound=2.0, max_iter=20),
+        {"norm_bound": [0.3, 3.0, 30.0]}, epsilon=2.0, delta=SEARCH_DELTA,
+        mean_candidates=SEARCH_MEAN, refit=refit, accountant=acc, random_state=0)
+
+
+def _rdp_epsilon_of_search(mu_run, mu_refit, delta):
+    """dp-accounting's RDP accountant on the search (and its refit), at delta."""
+    accountant = rdp_privacy_accountant.RdpAccountant()
+    accountant.compose(dp_event.RepeatAndSelectDpEvent(
+        dp_event.GaussianDpEvent(1.0 / mu_run), SEARCH_MEAN, 0.0))
+    if mu_refit is not None:
+        accountant.compose(dp_event.GaussianDpEvent(1.0 / mu_refit))
+    return accountant.get_epsilon(delta)
+
+
+@pytest.mark.parametrize("refit", [False, True])
+def test_random_search_is_priced_at_the_accountants_smaller_delta(reg_data, refit):
+    """The regression: a search at delta=1e-5 charged to an accountant at the
+    default delta 1e-6 used to be recorded as ApproxDPEvent(epsilon, 1e-5), which
+    a ledger at 1e-6 prices at inf."""
+    with default_accountant(PrivacyAccountant()) as acc:  # delta 1e-6, no budget
+        search = _random_search(None, refit).fit(*reg_data)
+    assert acc.delta == 1e-6
+    stop = search.privacy_events_[0]
+    mu_refit = search.privacy_events_[1].mu if refit else None
+    delta_search = SEARCH_DELTA / 2 if refit else SEARCH_DELTA
+    assert stop.mu == pytest.approx(
+        random_stopping_mu(1.0 if refit else 2.0, delta_search, SEARCH_MEAN), rel=1e-9)
+    # Before: the same search as an (epsilon, delta_search) pair cannot be priced.
+    before = [ApproxDPEvent(random_stopping_epsilon(stop.mu, SEARCH_MEAN, delta_search),
+                            delta_search)] + search.privacy_events_[1:]
+    assert compose(before, 1e-6) == math.inf
+    # After: finite, and what dp-accounting's RDP accountant says at 1e-6.
+    spent = acc.spent()[0]
+    expected = _rdp_epsilon_of_search(stop.mu, mu_refit, 1e-6)
+    assert math.isfinite(spent)
+    assert spent == pytest.approx(expected, rel=1e-6)
+    # More than the search claims at its own delta, which stays within budget.
+    assert spent > search.privacy_spent_[0]
+    assert search.privacy_spent_[0] <= 2.0 * (1 + 1e-9)
+    assert search.privacy_spent_[1] == SEARCH_DELTA
+    # The records are readable and travel like any other.
+    assert isinstance(acc.history[-1].events[0], RandomStoppingEvent)
+    report = acc.report()
+    assert "RandomStoppingEvent(mu=" in report["events"].iloc[-1]
+    assert report["total epsilon"].iloc[-1] == spent
+    assert report["epsilon"].iloc[-1] == pytest.approx(compose(search.privacy_events_, 1e-6))
+    assert f"spent={spent:.4g}" in repr(acc)
+    assert pickle.loads(pickle.dumps(acc)) is acc
+    copy_of_search = pickle.loads(pickle.dumps(search))
+    assert copy_of_search.privacy_events_ == search.privacy_events_
+
+
+def test_random_search_fits_a_budget_at_another_delta_exactly(reg_data):
+    with default_accountant(PrivacyAccountant()):
+        search = _random_search(None, refit=True).fit(*reg_data)
+    stop, refit = search.privacy_events_
+    cost = _rdp_epsilon_of_search(stop.mu, refit.mu, 1e-6)
+
+    enough = PrivacyAccountant(epsilon=cost * (1 + 1e-7), delta=1e-6)
+    _random_search(enough, refit=True).fit(*reg_data)
+    assert enough.spent()[0] == pytest.approx(cost, rel=1e-6)
+
+    short = PrivacyAccountant(epsilon=cost * (1 - 1e-5), delta=1e-6)
+    refused = _random_search(short, refit=True)
+    X = np.full_like(reg_data[0], np.nan)  # would fail validation if it were read
+    with pytest.raises(BudgetExceededError):
+        refused.fit(X, reg_data[1])
+    assert short.history == [] and short.spent()[0] == 0.0
+    assert not hasattr(refused, "best_estimator_")

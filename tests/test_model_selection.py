@@ -23,9 +23,10 @@ from dp_glm_sklearn import (
 )
 from dp_glm_sklearn.model_selection import _search
 from dp_glm_sklearn.privacy import (
-    ApproxDPEvent,
     GaussianEvent,
+    RandomStoppingEvent,
     compose,
+    gdp_epsilon,
     gdp_mu,
     total_mu,
 )
@@ -35,6 +36,8 @@ from dp_glm_sklearn.privacy.selection import (
     gdp_bounded_range_epsilon,
     gdp_pure_epsilon,
     gem_probabilities,
+    random_stopping_epsilon,
+    random_stopping_mu,
 )
 
 DELTA = 1e-5
@@ -509,8 +512,14 @@ def test_randomized_search_record(reg_data):
                                   delta=DELTA, mean_candidates=4.0, refit=False,
                                   accountant=acc, random_state=0).fit(*reg_data)
     (event,) = search.privacy_events_
-    assert isinstance(event, ApproxDPEvent) and event.delta == DELTA
-    assert event.epsilon <= 2.0 and event.epsilon == pytest.approx(2.0, rel=1e-6)
+    assert isinstance(event, RandomStoppingEvent)
+    assert (event.mean, event.stopping) == (4.0, "logarithmic")
+    assert event.mu == pytest.approx(random_stopping_mu(2.0, DELTA, 4.0), rel=1e-9)
+    assert search.candidate_privacy_ == (pytest.approx(gdp_epsilon(event.mu, DELTA)), DELTA)
+    # At the search's own delta the event costs the budget, and no more.
+    epsilon = random_stopping_epsilon(event.mu, 4.0, DELTA)
+    assert epsilon <= 2.0 * (1 + 1e-9) and epsilon == pytest.approx(2.0, rel=1e-6)
+    assert search.privacy_spent_ == (pytest.approx(epsilon, rel=1e-12), DELTA)
     assert acc.spent()[0] == pytest.approx(2.0, rel=1e-6)
     assert search.best_params_["norm_bound"] in (0.3, 3.0, 30.0)
     # Only the chosen candidate is released: not the others, nor their number.
@@ -523,9 +532,17 @@ def test_randomized_search_refit_composes_to_the_budget(reg_data):
     search = DPRandomizedSearchCV(_reg(), {"norm_bound": [1.0, 3.0]}, epsilon=2.0,
                                   delta=DELTA, mean_candidates=3.0, refit=True,
                                   accountant=acc, random_state=0).fit(*reg_data)
-    assert [type(e) for e in search.privacy_events_] == [ApproxDPEvent, GaussianEvent]
-    assert search.privacy_spent_[0] <= 2.0 * (1 + 1e-9)
+    stop, refit = search.privacy_events_
+    assert isinstance(stop, RandomStoppingEvent) and isinstance(refit, GaussianEvent)
+    # Each part is calibrated to (1, DELTA / 2): the split bound of compose
+    # gives at most 2, and the joint RDP composition of the two gives less.
+    split = (random_stopping_epsilon(stop.mu, 3.0, DELTA / 2)
+             + gdp_epsilon(refit.mu, DELTA / 2))
+    assert split == pytest.approx(2.0, rel=1e-6)
+    assert search.privacy_spent_[0] <= min(2.0, split) * (1 + 1e-9)
+    assert search.privacy_spent_[1] == DELTA
     assert compose(search.privacy_events_, DELTA) == search.privacy_spent_[0]
+    assert acc.spent()[0] == search.privacy_spent_[0]
     assert search.best_estimator_.privacy_spent_[0] == pytest.approx(1.0, rel=1e-9)
 
 

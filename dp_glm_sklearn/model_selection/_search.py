@@ -78,14 +78,13 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, indexable
 from .._base import _rng, default_delta
 from ..privacy.accountant import PrivacyAccountant, get_default_accountant
 from ..privacy.calibration import gdp_epsilon, gdp_mu
-from ..privacy.events import ApproxDPEvent, GaussianEvent, compose, total_mu
+from ..privacy.events import GaussianEvent, RandomStoppingEvent, compose, total_mu
 from ..privacy.noise import add_gaussian_noise
 from ..privacy.selection import (
     bounded_range_gdp_mu,
     exponential_mechanism,
     gdp_bounded_range_epsilon,
     generalized_exponential_mechanism,
-    random_stopping_epsilon,
     random_stopping_mu,
     sample_stopping_count,
 )
@@ -899,9 +898,9 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         guarantee of random stopping holds only if they are never released.
 
     privacy_events_ : list of events
-        ``ApproxDPEvent(epsilon, delta)`` for the search (the random-stopping
-        bound is an RDP bound converted to (epsilon, delta)), and a
-        ``GaussianEvent`` for the refit.
+        ``RandomStoppingEvent(mu_run, mean_candidates, stopping)`` for the
+        search (priced from its Renyi DP curve at whatever delta a ledger is
+        measured), and a ``GaussianEvent`` for the refit.
 
     privacy_spent_ : tuple (epsilon, delta)
         Guarantee of ``fit``, derived from ``privacy_events_``.
@@ -924,10 +923,15 @@ class DPRandomizedSearchCV(_BaseDPSearch):
     :func:`~dp_glm_sklearn.privacy.selection.random_stopping_epsilon`
     (Papernot and Steinke 2022, Theorem 2, via dp-accounting's RDP
     accountant), and ``mu_run`` is the largest for which it is at most the
-    budget. The event charged is an ``ApproxDPEvent``, which composes with
-    later releases only at a delta above its own. With ``refit=True`` the
-    search gets (epsilon/2, delta/2) and the refit the Gaussian budget of
-    (epsilon/2, delta/2), which compose to (epsilon, delta).
+    budget. The event charged is a ``RandomStoppingEvent``: the accountant
+    prices it from its RDP curve at the accountant's own delta, composed
+    with the rest of the ledger by :func:`~dp_glm_sklearn.privacy.compose`;
+    at a delta below the search's it costs more than ``epsilon`` (a search at
+    (2, 1e-5) costs about 2.15 at 1e-6), never ``inf``. With ``refit=True`` the search
+    gets (epsilon/2, delta/2) and the refit the Gaussian budget of
+    (epsilon/2, delta/2), which compose to (epsilon, delta) at most; the
+    joint RDP composition of the two often gives less, and
+    ``privacy_spent_`` reports the smaller.
 
     K is secret from the results, but the running time of ``fit`` grows
     with K; do not publish it.
@@ -983,9 +987,11 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         mean, stopping = float(self.mean_candidates), self.stopping
         mu_run = random_stopping_mu(epsilon_search, delta_search, mean, stopping)
         candidate_epsilon, mu_paid = _candidate_privacy(mu_run, delta_search)
-        events = [ApproxDPEvent(
-            epsilon=random_stopping_epsilon(mu_paid, mean, delta_search, stopping),
-            delta=delta_search,
+        # The runs' GDP parameter, not an (epsilon, delta) pair: a ledger
+        # measured at any delta can price the search, where an
+        # ApproxDPEvent(epsilon, delta_search) costs inf below delta_search.
+        events = [RandomStoppingEvent(
+            mu=mu_paid, mean=mean, stopping=stopping,
             label=f"DPRandomizedSearchCV: random stopping ({stopping}, mean {mean:g})",
         )]
         mu_refit = gdp_mu(epsilon / 2.0, delta / 2.0)

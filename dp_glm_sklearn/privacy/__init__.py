@@ -17,7 +17,14 @@ from .accountant import (
     get_default_accountant,
 )
 from .calibration import gaussian_sigma, gdp_delta, gdp_epsilon, gdp_mu, papers_sigma
-from .events import ApproxDPEvent, GaussianEvent, PureDPEvent, compose, total_mu
+from .events import (
+    ApproxDPEvent,
+    GaussianEvent,
+    PureDPEvent,
+    RandomStoppingEvent,
+    compose,
+    total_mu,
+)
 
 __all__ = [
     "ApproxDPEvent",
@@ -26,6 +33,7 @@ __all__ = [
     "PrivacyAccountant",
     "PrivacyLeakWarning",
     "PureDPEvent",
+    "RandomStoppingEvent",
     "SpendRecord",
     "compose",
     "default_accountant",

@@ -1,6 +1,6 @@
 """Privacy events: what one release costs, and what a ledger of them costs.
 
-Every release of the library is described by one of three events (SPEC
+Every release of the library is described by one of four events (SPEC
 section 7):
 
 - :class:`GaussianEvent` -- a mu-GDP release (the Gaussian mechanism, or an
@@ -8,10 +8,18 @@ section 7):
 - :class:`PureDPEvent` -- an epsilon-DP release (exponential mechanism,
   report-noisy-max);
 - :class:`ApproxDPEvent` -- an (epsilon, delta)-DP release known only through
-  these two numbers.
+  these two numbers;
+- :class:`RandomStoppingEvent` -- the best of a random, secret number of
+  mu-GDP runs (random-stopping search, Papernot and Steinke 2022), known
+  through its Renyi DP curve, so that it is (epsilon, delta)-DP at every
+  delta.
 
 :func:`compose` turns a ledger (a sequence of events, composed adaptively)
-into one epsilon at a given delta.
+into one epsilon at a given delta.  It is, with
+:mod:`~dp_glm_sklearn.privacy.calibration` and the conversions of
+:mod:`~dp_glm_sklearn.privacy.selection`, where the library's privacy numbers
+come from; the Renyi DP numbers of random stopping are computed here
+(:func:`_rdp_epsilon`) and nowhere else.
 """
 
 import math
@@ -20,12 +28,15 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from .calibration import _check_real, gdp_epsilon
 
 __all__ = [
     "ApproxDPEvent",
     "GaussianEvent",
     "PureDPEvent",
+    "RandomStoppingEvent",
     "compose",
     "total_mu",
 ]
@@ -34,6 +45,15 @@ __all__ = [
 # to the size of the answer (see ``compose``).
 _PLD_DISCRETIZATION = 1e-4
 _PLD_RELATIVE_DISCRETIZATION = 1e-5
+
+#: Distributions of the number of runs of a random-stopping search: the shape
+#: of the truncated negative binomial distribution of Papernot and Steinke
+#: (2022), as dp-accounting's ``RepeatAndSelectDpEvent`` takes it.
+STOPPING_SHAPES = {"logarithmic": 0.0, "geometric": 1.0}
+
+#: Shares of delta that the second bound of ``compose`` gives the
+#: random-stopping events of a ledger (a fixed, public grid; see ``compose``).
+_STOPPING_DELTA_SHARES = (0.1, 0.5)
 
 
 def _check_label(label):
@@ -126,7 +146,66 @@ class ApproxDPEvent:
         _check_label(self.label)
 
 
-PrivacyEvent = GaussianEvent | PureDPEvent | ApproxDPEvent
+def _check_stopping(mean, stopping):
+    """Validate the law of the number of runs; return (mean, shape)."""
+    mean = _check_real("mean", mean, low=1.0, low_open=True, allow_inf=False)
+    if not isinstance(stopping, str) or stopping not in STOPPING_SHAPES:
+        raise ValueError(
+            f"stopping must be one of {sorted(STOPPING_SHAPES)}, got {stopping!r}."
+        )
+    return mean, STOPPING_SHAPES[stopping]
+
+
+@dataclass(frozen=True)
+class RandomStoppingEvent:
+    """The best of a random, secret number of mu-GDP runs (random stopping).
+
+    A mu-GDP mechanism is run K times, K drawn independently of the data
+    from ``stopping`` with mean ``mean`` and never released, and only the
+    run with the best (privately computed) score is released.  Papernot and
+    Steinke (2022, "Hyperparameter tuning with Renyi differential privacy",
+    Theorem 2) bound its Renyi DP curve; dp-accounting computes it as
+    ``RepeatAndSelectDpEvent(GaussianDpEvent(1 / mu), mean, shape)``.
+    Unlike an :class:`ApproxDPEvent`, it is (epsilon, delta)-DP for every
+    delta, so that an accountant prices it at its own delta
+    (:func:`compose`).
+
+    Parameters
+    ----------
+    mu : float
+        GDP parameter of one run, in ``[0, inf]``; 0 for runs that reveal
+        nothing (the event then costs nothing), ``inf`` for non-private runs.
+    mean : float
+        Expected number of runs, ``> 1``.
+    stopping : {"logarithmic", "geometric"}, default="logarithmic"
+        Distribution of the number of runs (truncated negative binomial of
+        shape 0 or 1).
+    label : str, default=""
+        What was released, for reports.
+
+    Examples
+    --------
+    >>> from dp_glm_sklearn.privacy import RandomStoppingEvent, compose
+    >>> event = RandomStoppingEvent(mu=0.4142, mean=10, label="search")
+    >>> event
+    RandomStoppingEvent(mu=0.4142, mean=10.0, stopping='logarithmic', label='search')
+    >>> round(compose([event], 1e-5), 2)
+    3.0
+    """
+
+    mu: float
+    mean: float
+    stopping: str = "logarithmic"
+    label: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "mu", _check_real("mu", self.mu))
+        mean, _ = _check_stopping(self.mean, self.stopping)
+        object.__setattr__(self, "mean", mean)
+        _check_label(self.label)
+
+
+PrivacyEvent = GaussianEvent | PureDPEvent | ApproxDPEvent | RandomStoppingEvent
 
 
 def _as_event_tuple(events):
@@ -140,21 +219,27 @@ def _as_event_tuple(events):
     for event in events:
         if not isinstance(event, PrivacyEvent):
             raise TypeError(
-                "events must be GaussianEvent, PureDPEvent or ApproxDPEvent "
-                f"instances, got {event!r}."
+                "events must be GaussianEvent, PureDPEvent, ApproxDPEvent or "
+                f"RandomStoppingEvent instances, got {event!r}."
             )
     return events
 
 
 def _summarize(events):
-    """Split a ledger into the GDP total of its Gaussian events and the
-    sorted (epsilon, delta) pairs of the others (their order does not matter
-    in a composition)."""
+    """Split a ledger into the GDP total of its Gaussian events, the sorted
+    (epsilon, delta) pairs of its pure and approximate events, and the sorted
+    (mu, mean, shape) triples of its random-stopping events (their order does
+    not matter in a composition)."""
     mu = math.sqrt(sum(e.mu**2 for e in events if isinstance(e, GaussianEvent)))
     others = sorted(
-        (e.epsilon, getattr(e, "delta", 0.0)) for e in events if not isinstance(e, GaussianEvent)
+        (e.epsilon, getattr(e, "delta", 0.0))
+        for e in events if isinstance(e, PureDPEvent | ApproxDPEvent)
     )
-    return mu, tuple(others)
+    runs = sorted(
+        (e.mu, e.mean, STOPPING_SHAPES[e.stopping])
+        for e in events if isinstance(e, RandomStoppingEvent)
+    )
+    return mu, tuple(others), tuple(runs)
 
 
 def total_mu(events):
@@ -162,7 +247,7 @@ def total_mu(events):
 
     Parameters
     ----------
-    events : iterable of GaussianEvent
+    events : iterable of events
         The ledger.
 
     Returns
@@ -174,7 +259,7 @@ def total_mu(events):
     events = _as_event_tuple(events)
     if not all(isinstance(e, GaussianEvent) for e in events):
         return None
-    return _summarize(events)[0]
+    return math.sqrt(sum(e.mu**2 for e in events))
 
 
 def compose(events, delta):
@@ -183,9 +268,11 @@ def compose(events, delta):
     - Only Gaussian events: exact, the composition is
       ``sqrt(sum mu_i^2)``-GDP, converted with
       :func:`~dp_glm_sklearn.privacy.gdp_epsilon`.
-    - Otherwise: the smaller of two valid bounds, the privacy loss
-      distribution (PLD) accountant of Google's ``dp-accounting`` and basic
-      composition.
+    - Gaussian, pure and approximate events: the smaller of two valid
+      bounds, the privacy loss distribution (PLD) accountant of Google's
+      ``dp-accounting`` and basic composition.
+    - With :class:`RandomStoppingEvent` instances: the smallest of the Renyi
+      DP bound and the split bounds below.
 
     The PLD accountant composes one Gaussian PLD (``standard_deviation =
     1/mu``, sensitivity 1, for the GDP total ``mu`` of the Gaussian events)
@@ -203,11 +290,67 @@ def compose(events, delta):
     total is converted at the ``delta - sum delta_i`` that remains; the
     result is ``inf`` when nothing remains.
 
+    **Ledgers with random stopping.**  A random-stopping event is known by
+    its Renyi DP (RDP) curve only, so it enters two kinds of bound; the
+    answer is the smallest (each is a valid (epsilon, delta) guarantee of
+    the same ledger at the same delta, and which one is smallest depends on
+    public numbers only).  A random-stopping event whose runs have ``mu = 0``
+    releases nothing and is dropped; one with ``mu = inf`` makes the answer
+    ``inf``.  Without ``dp-accounting`` neither bound exists and the answer
+    is ``inf`` (never an under-count).
+
+    1. *One RDP composition.*  The RDP curve of the ledger at each order
+       ``a`` of dp-accounting's grid (all ``> 1``) is the sum of
+
+       - ``a mu^2 / 2`` for the Gaussian events (GDP total ``mu``): the
+         output pair of a mu-GDP release is a post-processing of ``(N(0,
+         1), N(mu, 1))`` (Dong, Roth and Su 2019, by Blackwell's theorem),
+         so its Renyi divergence is at most that pair's, ``a mu^2 / 2``;
+         dp-accounting's ``GaussianDpEvent(1 / mu)``;
+       - the RDP of each random-stopping event: dp-accounting's
+         ``RepeatAndSelectDpEvent(GaussianDpEvent(1 / mu_run), mean, shape)``
+         (Papernot and Steinke 2022, Theorem 2, on runs of RDP
+         ``a mu_run^2 / 2``);
+       - ``min(eps_i, a eps_i^2 / 2)`` for each pure or approximate event
+         (see below);
+
+       and it is converted to epsilon at ``delta - sum delta_i`` (the deltas
+       of the approximate events) by dp-accounting's ``compute_epsilon``
+       (Canonne, Kamath and Steinke 2020, Proposition 12).  Why the
+       approximate events may enter this way: for each pair of neighbours an
+       (eps_i, delta_i)-DP release is a mixture ``(1 - delta_i) P' +
+       delta_i P''`` against ``(1 - delta_i) Q' + delta_i Q''`` with
+       ``(P', Q')`` eps_i-indistinguishable both ways (Kairouz, Oh and
+       Viswanath 2015; Murtagh and Vadhan 2016), for every
+       history of the ledger.  Draw the mixture's component as a latent
+       coin of the same bias on both neighbours.  Given that every coin
+       falls on the primed part (probability ``w >= 1 - sum delta_i`` on
+       both sides), the ledger is an adaptive composition of the Gaussian
+       and random-stopping releases and of eps_i-indistinguishable pairs,
+       whose Renyi divergence is at most ``eps_i`` (``D_a <= D_inf``) and at
+       most ``a eps_i^2 / 2`` (Bun and Steinke 2016, Proposition 3.3); RDP
+       composes adaptively by adding curves (Mironov 2017, Proposition 1),
+       so these conditional outputs ``P_w, Q_w`` satisfy ``P_w(S) <= e^eps
+       Q_w(S) + delta_rdp``.  Then ``P(S) <= w P_w(S) + (1 - w) <= e^eps
+       Q(S) + delta_rdp + sum delta_i``, since ``Q(S) >= w Q_w(S)``.  Pure
+       events are the case ``delta_i = 0``.
+    2. *Split bounds.*  For each share ``s`` in ``(0.1, 0.5)`` (public
+       constants), each of the ``m`` random-stopping events is an
+       ``(eps_j, s delta / m)``-DP release, ``eps_j`` its RDP curve converted
+       at ``s delta / m`` as above; the ledger with these as approximate
+       events is then composed by the PLD and basic bounds above (adaptive
+       composition of the events' trade-off functions, Dong, Roth and Su
+       2019, with the worst-case pair of each (eps, delta)).
+       This keeps the Gaussian part exact when it dominates, and keeps
+       ``compose([RandomStoppingEvent(...), GaussianEvent(mu)], delta)`` at
+       most ``eps_1(delta/2) + gdp_epsilon(mu, delta/2)``.
+
     Parameters
     ----------
     events : iterable of events
-        The ledger: :class:`GaussianEvent`, :class:`PureDPEvent` and
-        :class:`ApproxDPEvent` instances, in any order.
+        The ledger: :class:`GaussianEvent`, :class:`PureDPEvent`,
+        :class:`ApproxDPEvent` and :class:`RandomStoppingEvent` instances, in
+        any order.
     delta : float
         Target delta of the whole ledger, in ``[0, 1]``.
 
@@ -215,7 +358,8 @@ def compose(events, delta):
     -------
     epsilon : float
         The ledger is (epsilon, delta)-DP.  0 for an empty ledger, ``inf`` if
-        an event has an infinite mu or epsilon.
+        an event has an infinite mu or epsilon, or if no bound can be
+        computed.
 
     Examples
     --------
@@ -225,17 +369,20 @@ def compose(events, delta):
     """
     events = _as_event_tuple(events)
     delta = _check_real("delta", delta, high=1.0)
-    mu, others = _summarize(events)
-    return _compose_summary(mu, others, delta)
+    return _compose_summary(*_summarize(events), delta)
 
 
 @lru_cache(maxsize=256)
-def _compose_summary(mu, others, delta):
+def _compose_summary(mu, others, runs, delta):
     # Cached: an accountant's check and spend, then the estimator's record,
     # ask for the same ledger in a row, and the PLD can take a fraction of a
     # second.
-    if mu == math.inf or any(eps == math.inf for eps, _ in others):
+    if (mu == math.inf or any(eps == math.inf for eps, _ in others)
+            or any(run[0] == math.inf for run in runs)):
         return math.inf
+    runs = tuple(run for run in runs if run[0] > 0.0)  # runs revealing nothing
+    if runs:
+        return _compose_with_stopping(mu, others, runs, delta)
     if not others:
         return gdp_epsilon(mu, delta)
     basic = _basic_composition(mu, others, delta)
@@ -256,6 +403,67 @@ def _compose_summary(mu, others, delta):
         )
         return basic
     return min(basic, pld)
+
+
+def _compose_with_stopping(mu, others, runs, delta):
+    """The smallest of the RDP bound and the split bounds (see ``compose``)."""
+    bounds = []
+    try:
+        bounds.append(_rdp_bound(mu, others, runs, delta))
+        for share in _STOPPING_DELTA_SHARES:
+            run_delta = share * delta / len(runs)
+            pairs = [(_rdp_epsilon(0.0, (run,), (), run_delta), run_delta) for run in runs]
+            bounds.append(_compose_summary(mu, tuple(sorted(others + tuple(pairs))), (), delta))
+    except ImportError:
+        pass  # without dp-accounting no bound exists: inf, never an under-count
+    except Exception as exc:  # keep the bounds already computed, all valid
+        warnings.warn(
+            f"dp-accounting's RDP accountant failed ({exc!r}); the ledger with "
+            "random stopping is priced by the bounds computed before the failure, "
+            "or inf.",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+    return min(bounds, default=math.inf)
+
+
+def _rdp_bound(mu, others, runs, delta):
+    """Bound 1 of ``compose``: one RDP composition of the whole ledger."""
+    delta_rdp = delta - sum(d for _, d in others)
+    if delta_rdp <= 0.0:
+        return math.inf
+    return _rdp_epsilon(mu, runs, tuple(eps for eps, _ in others), delta_rdp)
+
+
+def _rdp_epsilon(mu, runs, pure_epsilons, delta):
+    """Epsilon at ``delta`` of an RDP composition, by dp-accounting.
+
+    The one place where the library computes Renyi DP.  Composes a Gaussian
+    release of GDP total ``mu`` (skipped if 0), one random-stopping search
+    per ``(mu_run, mean, shape)`` triple of ``runs`` (``RepeatAndSelectDpEvent``
+    of ``GaussianDpEvent(1 / mu_run)``), and one eps-indistinguishable pair
+    per entry of ``pure_epsilons``, of Renyi divergence at most ``min(eps, a
+    eps^2 / 2)`` at order ``a``; converts the sum with ``compute_epsilon``.
+    The events carry mu already computed for replace-one neighbours, and the
+    RDP of ``GaussianDpEvent`` at sampling rate 1 (``a / (2 sigma^2)``) does
+    not depend on the accountant's neighbouring relation.  Raises
+    ImportError without dp-accounting.
+    """
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    accountant = rdp_privacy_accountant.RdpAccountant()
+    if mu > 0.0:
+        accountant.compose(dp_event.GaussianDpEvent(noise_multiplier=1.0 / mu))
+    for (run_mu, mean, shape), count in Counter(runs).items():
+        if run_mu > 0.0:
+            accountant.compose(dp_event.RepeatAndSelectDpEvent(
+                dp_event.GaussianDpEvent(noise_multiplier=1.0 / run_mu), mean, shape), count)
+    orders, rdp = accountant.orders, accountant.rdp
+    for eps in pure_epsilons:
+        rdp = rdp + np.minimum(eps, orders * eps**2 / 2.0)
+    epsilon, _ = rdp_privacy_accountant.compute_epsilon(orders, rdp, delta)
+    return float(epsilon)
 
 
 def _basic_composition(mu, others, delta):

@@ -54,7 +54,7 @@ from scipy.optimize import brentq
 from scipy.special import expit, log_ndtr, logsumexp, ndtri
 
 from .calibration import _check_real
-from .events import PureDPEvent
+from .events import PureDPEvent, _check_stopping, _rdp_epsilon
 
 __all__ = [
     "bounded_range_gdp_mu",
@@ -462,18 +462,10 @@ def generalized_exponential_mechanism(utilities, sensitivities, epsilon, rng, *,
 
 
 # -- random stopping ---------------------------------------------------------------
-#: Distributions of the number of runs: the shape of the truncated negative
-#: binomial distribution of Papernot and Steinke (2022).
-STOPPING_SHAPES = {"logarithmic": 0.0, "geometric": 1.0}
-
-
-def _check_stopping(mean, stopping):
-    mean = _check_real("mean", mean, low=1.0, low_open=True, allow_inf=False)
-    if stopping not in STOPPING_SHAPES:
-        raise ValueError(
-            f"stopping must be one of {sorted(STOPPING_SHAPES)}, got {stopping!r}."
-        )
-    return mean, STOPPING_SHAPES[stopping]
+# The laws of the number of runs (STOPPING_SHAPES, _check_stopping) and the
+# Renyi DP computation (_rdp_epsilon) live in events.py, with
+# RandomStoppingEvent, so that a search and a ledger holding it get their
+# numbers from one place.
 
 
 def _stopping_mean(gamma, shape):
@@ -543,7 +535,10 @@ def random_stopping_epsilon(mu, mean, delta, stopping="logarithmic"):
     + ln(E[K]) / (lambda - 1)``.  This is dp-accounting's ``RdpAccountant``
     on ``RepeatAndSelectDpEvent(GaussianDpEvent(1 / mu), mean, shape)``, which
     minimizes over ``lhat`` on its grid of orders and converts the RDP curve
-    to (epsilon, delta).
+    to (epsilon, delta).  The same computation is the RDP bound of
+    :func:`~dp_glm_sklearn.privacy.compose` for the ledger
+    ``[RandomStoppingEvent(mu, mean, stopping)]``, the event a search
+    records so that an accountant can price it at its own delta.
 
     Parameters
     ----------
@@ -566,9 +561,6 @@ def random_stopping_epsilon(mu, mean, delta, stopping="logarithmic"):
     >>> round(random_stopping_epsilon(0.4142, 10, 1e-5), 2)
     3.0
     """
-    from dp_accounting import dp_event
-    from dp_accounting.rdp import rdp_privacy_accountant
-
     mu = _check_real("mu", mu)
     mean, shape = _check_stopping(mean, stopping)
     delta = _check_real("delta", delta, low_open=True, high=1.0)
@@ -576,10 +568,7 @@ def random_stopping_epsilon(mu, mean, delta, stopping="logarithmic"):
         return 0.0
     if mu == math.inf:
         return math.inf
-    accountant = rdp_privacy_accountant.RdpAccountant()
-    accountant.compose(dp_event.RepeatAndSelectDpEvent(
-        dp_event.GaussianDpEvent(noise_multiplier=1.0 / mu), mean, shape))
-    return float(accountant.get_epsilon(delta))
+    return _rdp_epsilon(0.0, ((mu, mean, shape),), (), delta)
 
 
 @lru_cache(maxsize=128)

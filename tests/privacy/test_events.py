@@ -8,17 +8,21 @@ import sys
 import dp_accounting
 import numpy as np
 import pytest
+from dp_accounting import dp_event
 from dp_accounting.pld import common, privacy_loss_distribution
+from dp_accounting.rdp import rdp_privacy_accountant
 
 from dp_glm_sklearn.privacy import (
     ApproxDPEvent,
     GaussianEvent,
     PureDPEvent,
+    RandomStoppingEvent,
     compose,
     gdp_epsilon,
     total_mu,
 )
 from dp_glm_sklearn.privacy import events as events_module
+from dp_glm_sklearn.privacy.selection import random_stopping_epsilon
 
 DELTA = 1e-6
 
@@ -32,11 +36,11 @@ def _fresh_compose_cache():
 
 
 def _basic(events, delta):
-    return events_module._basic_composition(*events_module._summarize(events), delta)
+    return events_module._basic_composition(*events_module._summarize(events)[:2], delta)
 
 
 def _pld(events, delta, interval=1e-4):
-    return events_module._pld_composition(*events_module._summarize(events), delta, interval)
+    return events_module._pld_composition(*events_module._summarize(events)[:2], delta, interval)
 
 
 def test_events_are_frozen_hashable_picklable():
@@ -46,8 +50,12 @@ def test_events_are_frozen_hashable_picklable():
     assert len({PureDPEvent(1.0), PureDPEvent(1.0), PureDPEvent(2.0)}) == 2
     with pytest.raises(dataclasses.FrozenInstanceError):
         event.mu = 1.0
-    for original in (event, PureDPEvent(0.1, "select"), ApproxDPEvent(1.0, 1e-8)):
+    for original in (event, PureDPEvent(0.1, "select"), ApproxDPEvent(1.0, 1e-8),
+                     RandomStoppingEvent(0.4, 10, "geometric", "search")):
         assert pickle.loads(pickle.dumps(original)) == original
+    assert repr(RandomStoppingEvent(0.4, 10)) == (
+        "RandomStoppingEvent(mu=0.4, mean=10.0, stopping='logarithmic', label='')")
+    assert hash(RandomStoppingEvent(0.4, 10)) == hash(RandomStoppingEvent(0.4, 10.0))
     assert repr(ApproxDPEvent(0.5, 1e-8)) == "ApproxDPEvent(epsilon=0.5, delta=1e-08, label='')"
     assert isinstance(GaussianEvent(np.float32(2)).mu, float)
 
@@ -61,6 +69,11 @@ def test_events_are_frozen_hashable_picklable():
         (lambda: ApproxDPEvent(-1.0, 1e-6), "epsilon"),
         (lambda: ApproxDPEvent(1.0, 1.5), "delta"),
         (lambda: ApproxDPEvent(1.0, -1e-9), "delta"),
+        (lambda: RandomStoppingEvent(-0.1, 10), "mu"),
+        (lambda: RandomStoppingEvent(0.5, 1.0), "mean"),
+        (lambda: RandomStoppingEvent(0.5, math.inf), "mean"),
+        (lambda: RandomStoppingEvent(0.5, 10, "poisson"), "stopping"),
+        (lambda: RandomStoppingEvent(0.5, 10, None), "stopping"),
     ],
 )
 def test_events_validate_their_numbers(make, name):
@@ -78,6 +91,7 @@ def test_infinite_values_are_allowed_and_compose_to_inf():
     assert compose([GaussianEvent(0.1), GaussianEvent(math.inf)], DELTA) == math.inf
     assert compose([GaussianEvent(0.1), PureDPEvent(math.inf)], DELTA) == math.inf
     assert compose([ApproxDPEvent(math.inf, 0.0)], DELTA) == math.inf
+    assert compose([GaussianEvent(0.1), RandomStoppingEvent(math.inf, 5)], DELTA) == math.inf
 
 
 def test_empty_ledger_costs_nothing():
@@ -96,6 +110,7 @@ def test_total_mu():
     assert total_mu([GaussianEvent(0.3), GaussianEvent(0.4)]) == pytest.approx(0.5, rel=1e-15)
     assert total_mu(GaussianEvent(0.3)) == 0.3
     assert total_mu([GaussianEvent(0.3), PureDPEvent(0.1)]) is None
+    assert total_mu([GaussianEvent(0.3), RandomStoppingEvent(0.1, 5)]) is None
 
 
 def test_ten_gaussian_events_compose_exactly():
@@ -213,3 +228,151 @@ def test_fallback_is_used_and_reported_when_dp_accounting_fails(monkeypatch):
     with pytest.warns(RuntimeWarning, match="basic composition"):
         epsilon = compose(MIXED_LEDGER, DELTA)
     assert epsilon == _basic(MIXED_LEDGER, DELTA)
+
+
+# -- random stopping -------------------------------------------------------------------
+def _rdp_accountant(ledger):
+    """dp-accounting's RDP accountant fed the Gaussian and random-stopping
+    events of the ledger one at a time."""
+    accountant = rdp_privacy_accountant.RdpAccountant()
+    shapes = {"logarithmic": 0.0, "geometric": 1.0}
+    for event in ledger:
+        if isinstance(event, GaussianEvent):
+            accountant.compose(dp_accounting.GaussianDpEvent(1.0 / event.mu))
+        elif isinstance(event, RandomStoppingEvent):
+            accountant.compose(dp_event.RepeatAndSelectDpEvent(
+                dp_accounting.GaussianDpEvent(1.0 / event.mu), event.mean,
+                shapes[event.stopping]))
+    return accountant
+
+
+def _independent_random_stopping_epsilon(ledger, delta):
+    """The bounds documented in ``compose``, recomputed event by event."""
+    pairs = [e for e in ledger if isinstance(e, PureDPEvent | ApproxDPEvent)]
+    stops = [e for e in ledger if isinstance(e, RandomStoppingEvent)]
+    # 1. One RDP composition; an eps-indistinguishable pair has Renyi
+    #    divergence at most min(eps, a eps^2 / 2).
+    accountant = _rdp_accountant(ledger)
+    orders, rdp = accountant.orders, accountant.rdp
+    for event in pairs:
+        rdp = rdp + np.minimum(event.epsilon, orders * event.epsilon**2 / 2)
+    delta_rdp = delta - sum(getattr(e, "delta", 0.0) for e in pairs)
+    bounds = [rdp_privacy_accountant.compute_epsilon(orders, rdp, delta_rdp)[0]]
+    # 2. Random stopping as (epsilon, share * delta / m) pairs, then the PLD.
+    rest = [e for e in ledger if not isinstance(e, RandomStoppingEvent)]
+    for share in (0.1, 0.5):
+        run_delta = share * delta / len(stops)
+        converted = [ApproxDPEvent(_rdp_accountant([e]).get_epsilon(run_delta), run_delta)
+                     for e in stops]
+        bounds.append(_independent_pld_epsilon(rest + converted, delta))
+    return min(bounds)
+
+
+def test_random_stopping_alone_reproduces_random_stopping_epsilon():
+    for mu, mean, stopping, delta in [(0.4142, 10.0, "logarithmic", 1e-5),
+                                      (0.3, 4.0, "geometric", 1e-6),
+                                      (1.2, 2.5, "logarithmic", 1e-3)]:
+        event = RandomStoppingEvent(mu, mean, stopping)
+        assert compose([event], delta) == pytest.approx(
+            random_stopping_epsilon(mu, mean, delta, stopping), rel=1e-12)
+    # Runs that reveal nothing: the search reveals nothing.
+    assert compose([RandomStoppingEvent(0.0, 10)], DELTA) == 0.0
+    assert compose([RandomStoppingEvent(0.0, 10), GaussianEvent(0.5)], DELTA) == (
+        gdp_epsilon(0.5, DELTA))
+
+
+def test_random_stopping_is_priced_below_its_own_delta():
+    """The defect: an ApproxDPEvent at the search's delta cannot be priced at
+    a smaller one; the random-stopping event can, by its RDP curve."""
+    mu, mean = 0.4142, 10.0
+    own = random_stopping_epsilon(mu, mean, 1e-5)
+    assert compose([ApproxDPEvent(own, 1e-5)], DELTA) == math.inf
+    smaller = compose([RandomStoppingEvent(mu, mean)], DELTA)
+    assert own < smaller < math.inf
+    assert smaller == pytest.approx(_rdp_accountant([RandomStoppingEvent(mu, mean)])
+                                    .get_epsilon(DELTA), rel=1e-12)
+
+
+MIXED_STOPPING_LEDGER = [
+    GaussianEvent(0.4, "noisy_gd"),
+    RandomStoppingEvent(0.3, 10.0, "logarithmic", "search"),
+    PureDPEvent(0.3, "select"),
+    ApproxDPEvent(0.2, 1e-8, "other"),
+    GaussianEvent(0.6, "noisy_gd"),
+    RandomStoppingEvent(0.2, 4.0, "geometric", "search"),
+]
+
+
+@pytest.mark.parametrize("ledger", [
+    MIXED_STOPPING_LEDGER,
+    [RandomStoppingEvent(0.4, 10.0), GaussianEvent(0.5)],
+    # A large Gaussian part: a split bound, not the RDP one, is the smallest.
+    [RandomStoppingEvent(0.05, 3.0), GaussianEvent(3.0)],
+    [RandomStoppingEvent(0.5, 10.0), PureDPEvent(1.0), ApproxDPEvent(0.5, 1e-7)],
+])
+def test_mixed_ledger_with_random_stopping_matches_an_independent_computation(ledger):
+    epsilon = compose(ledger, DELTA)
+    assert math.isfinite(epsilon)
+    assert epsilon == pytest.approx(_independent_random_stopping_epsilon(ledger, DELTA),
+                                    rel=1e-3)
+    for event in ledger:
+        assert epsilon >= compose([event], DELTA)
+    for i in range(len(ledger)):
+        assert epsilon >= compose(ledger[:i] + ledger[i + 1:], DELTA)
+
+
+def test_random_stopping_bounds_are_each_valid_and_the_smallest_is_kept():
+    ledger = MIXED_STOPPING_LEDGER
+    mu, others, runs = events_module._summarize(ledger)
+    rdp = events_module._rdp_bound(mu, others, runs, DELTA)
+    # The RDP bound by hand: the two Gaussian events enter as one of GDP total mu.
+    accountant = _rdp_accountant(ledger)
+    orders, curve = accountant.orders, accountant.rdp
+    curve = curve + np.minimum(0.3, orders * 0.3**2 / 2) + np.minimum(0.2, orders * 0.2**2 / 2)
+    assert rdp == pytest.approx(
+        rdp_privacy_accountant.compute_epsilon(orders, curve, DELTA - 1e-8)[0], rel=1e-9)
+    assert compose(ledger, DELTA) <= rdp
+    # With a large Gaussian part, a split bound (the Gaussian part priced by
+    # the PLD at 0.9 delta) beats the one RDP composition.
+    ledger = [RandomStoppingEvent(0.05, 3.0), GaussianEvent(3.0)]
+    mu, others, runs = events_module._summarize(ledger)
+    assert compose(ledger, DELTA) < 0.97 * events_module._rdp_bound(mu, others, runs, DELTA)
+    # An approximate event whose delta uses up the target leaves nothing for RDP.
+    assert events_module._rdp_bound(0.5, ((0.2, DELTA),), runs, DELTA) == math.inf
+
+
+def test_random_stopping_composition_is_monotone_in_delta():
+    deltas = np.logspace(-7, -2, 6)
+    for ledger in ([RandomStoppingEvent(0.4, 10.0)], MIXED_STOPPING_LEDGER,
+                   [RandomStoppingEvent(0.05, 3.0), GaussianEvent(3.0)]):
+        epsilons = [compose(ledger, float(delta)) for delta in deltas]
+        assert all(math.isfinite(e) for e in epsilons)
+        assert all(a >= b for a, b in zip(epsilons[:-1], epsilons[1:], strict=True))
+        assert epsilons[0] > epsilons[-1]
+    assert compose(MIXED_STOPPING_LEDGER, 0.0) == math.inf
+
+
+def test_random_stopping_composition_ignores_order_and_labels():
+    shuffled = [RandomStoppingEvent(0.2, 4.0, "geometric")] + MIXED_STOPPING_LEDGER[:5][::-1]
+    assert compose(shuffled, DELTA) == compose(MIXED_STOPPING_LEDGER, DELTA)
+    # The law of the number of runs matters: the geometric one costs more.
+    assert compose([RandomStoppingEvent(0.4, 10.0, "geometric")], DELTA) > compose(
+        [RandomStoppingEvent(0.4, 10.0, "logarithmic")], DELTA)
+
+
+def test_random_stopping_without_dp_accounting_costs_inf(monkeypatch):
+    monkeypatch.setitem(sys.modules, "dp_accounting.rdp", None)
+    monkeypatch.setitem(sys.modules, "dp_accounting.pld", None)
+    assert compose([RandomStoppingEvent(0.4, 10.0)], DELTA) == math.inf
+    assert compose([RandomStoppingEvent(0.4, 10.0), GaussianEvent(0.1)], DELTA) == math.inf
+    # Ledgers without random stopping keep their fallback.
+    assert compose(MIXED_LEDGER, DELTA) == _basic(MIXED_LEDGER, DELTA)
+
+
+def test_random_stopping_failure_is_reported_and_never_undercounts(monkeypatch):
+    def broken(*args):
+        raise MemoryError("orders")
+
+    monkeypatch.setattr(events_module, "_rdp_epsilon", broken)
+    with pytest.warns(RuntimeWarning, match="RDP accountant failed"):
+        assert compose([RandomStoppingEvent(0.4, 10.0)], DELTA) == math.inf
