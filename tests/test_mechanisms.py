@@ -3,6 +3,7 @@
 Deterministic checks (no false failures) unless a test says otherwise.
 """
 
+import dataclasses
 import importlib
 import tracemalloc
 
@@ -44,7 +45,13 @@ from dp_glm_sklearn.mechanisms.auto import (
     suffix_noise_factor,
 )
 from dp_glm_sklearn.mechanisms.auto import _output_perturbation_terms as op_terms
-from dp_glm_sklearn.mechanisms.noisy_gd import calibrate_noisy_gd, default_max_iter
+from dp_glm_sklearn.mechanisms.noisy_gd import (
+    MIN_MOMENTUM_STEPS,
+    MOMENTUM_CONSTANT,
+    calibrate_noisy_gd,
+    default_max_iter,
+    momentum_steps,
+)
 from dp_glm_sklearn.mechanisms.noisy_gd import noisy_gd as run_noisy_gd
 from dp_glm_sklearn.privacy.calibration import gaussian_sigma, gdp_mu
 from dp_glm_sklearn.privacy.events import GaussianEvent
@@ -161,12 +168,12 @@ def test_estimators_spend_exactly_epsilon_delta(method, eps):
 
 @pytest.mark.parametrize("method", ["jl", "output_perturbation"])
 def test_every_noise_draw_goes_through_add_gaussian_noise(method):
-    """With the audit hook at 0, the mechanism is its noiseless self."""
+    """With the audit hook at 0, the mechanism is its noiseless self (same public
+    parameters, momentum schedule included, and sigma = 0)."""
     problem = _problem(LogisticLoss(), n=200, d=20)
     obj = _objective(problem)
     cal = calibrate(method, problem, 1.0, 1e-6, max_iter=20, projection_dim=5)
-    noiseless = calibrate(method, problem, np.inf, 1e-6, max_iter=20, projection_dim=5,
-                          l2=cal.params.get("l2"))
+    noiseless = dataclasses.replace(cal, sigma=0.0)
     with _audit_noise_multiplier(0.0):
         silenced, _ = train(method, obj, cal, np.random.default_rng(1))
     reference, _ = train(method, obj, noiseless, np.random.default_rng(1))
@@ -718,16 +725,17 @@ def _quadratic_objective(scales, w_star, B):
 
 @pytest.mark.parametrize("T", [10, 41, 100])
 def test_squared_loss_optimization_term_is_attained_by_the_mechanism(T):
-    """Without noise, Noisy GD on a quadratic with curvature ``x H`` along w* ends
-    at excess risk ``x c_T(x)^2 H r^2 / 2``; at the worst x this is the bound's
-    ``Q_T H r^2``: the constant is exact for the mechanism as implemented."""
+    """Without noise, plain Noisy GD (no momentum steps) on a quadratic with
+    curvature ``x H`` along w* ends at excess risk ``x c_T(x)^2 H r^2 / 2``; at
+    the worst x this is the bound's ``Q_T H r^2``: the constant is exact for the
+    plain recursion (the mechanism whenever ``momentum_steps`` is 0)."""
     Q, _ = suffix_average_constants(T)
 
     def excess_without_noise(x):
         scales = np.array([np.sqrt(2 * x), 1.0]) * 3.0  # H = 9, curvature x H on e_0
         w_star = np.array([2.5, 0.0])
         problem, objective = _quadratic_objective(scales, w_star, B=3.0)
-        calib = Calibration(sigma=0.0, events=(), params={"max_iter": T})
+        calib = Calibration(sigma=0.0, events=(), params={"max_iter": T, "momentum_steps": 0})
         theta, _ = run_noisy_gd(objective, calib, np.random.default_rng(0))
         return objective.value(theta) - objective.value(w_star[:, None]), problem
 
@@ -741,15 +749,16 @@ def test_squared_loss_optimization_term_is_attained_by_the_mechanism(T):
 
 
 def test_squared_loss_noise_term_matches_the_mechanism():
-    """Monte Carlo with the mechanism's own noise draws (fixed seeds): on a
-    quadratic with Hessian eigenvalues ``x_j H``, the suffix average's expected
-    excess risk is ``sigma^2 / (2 H) sum_j x_j V_T(x_j)`` (ball too large to act)."""
+    """Monte Carlo with the mechanism's own noise draws (fixed seeds), plain
+    recursion (no momentum steps): on a quadratic with Hessian eigenvalues
+    ``x_j H``, the suffix average's expected excess risk is
+    ``sigma^2 / (2 H) sum_j x_j V_T(x_j)`` (ball too large to act)."""
     T, sigma, runs = 20, 0.3, 600
     scales = np.array([1.0, 0.25, 0.05]) * 2.0
     problem, objective = _quadratic_objective(scales, np.zeros(3), B=1e3)
     H = problem.smoothness
     x = scales**2 / 2 / H
-    calib = Calibration(sigma=sigma, events=(), params={"max_iter": T})
+    calib = Calibration(sigma=sigma, events=(), params={"max_iter": T, "momentum_steps": 0})
     excess = [objective.value(run_noisy_gd(objective, calib, np.random.default_rng(i))[0])
               for i in range(runs)]
     predicted = sigma**2 / (2 * H) * sum(xj * suffix_noise_factor(xj, T) for xj in x)
@@ -836,3 +845,131 @@ def test_noisy_gd_bound_is_capped_in_the_ball():
     assert noisy_gd_risk_bound(small, 1.0, T) < in_ball_cap(small)
     assert noisy_gd_risk_bound(huge, mu, T) == in_ball_cap(huge)
     assert noisy_gd_risk_bound(huge, mu, "optimal") > in_ball_cap(huge)
+
+
+# -- Noisy GD with momentum steps ------------------------------------------------------
+def _ill_conditioned(loss, n=10_000, d=10, seed=0):
+    """Rows with E||x||^2 = 0.2 + 0.8 (signal in 2 directions): the curvature
+    along the signal is about 0.4 h, far below the public H = h (X^2 + c^2) = 8 h."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)) * np.sqrt(0.2 / d)
+    X[:, :2] += np.sqrt(0.4) * rng.standard_normal((n, 2))
+    z = X @ np.r_[3.0, -2.0, np.zeros(d - 2)]
+    if isinstance(loss, SquaredLoss):
+        y, y_bound = z + 0.5 * rng.standard_normal(n), 8.0
+    else:
+        y, y_bound = np.where(rng.random(n) < 1.0 / (1.0 + np.exp(-z)), 1.0, -1.0), 0.0
+    problem = PublicProblem(loss, n, d, 2.0, 2.0, y_bound, 5.0)
+    return problem, GLMObjective(problem, X, y)
+
+
+@pytest.mark.parametrize("kind", ["squared", "logistic"])
+def test_noisy_gd_without_noise_converges_in_the_default_steps(kind):
+    """At sigma = 0 every step has momentum; in the default number of steps the
+    output reaches the constrained minimizer (reference: the library's
+    certified solver) on a design whose curvature is far below the worst case,
+    where plain projected GD (momentum_steps = 0, the previous mechanism) is
+    still far from it."""
+    problem, objective = _ill_conditioned(LOSSES[kind])
+    T = default_max_iter(problem.n_samples, np.inf)
+    assert T == 100
+    cal = calibrate_noisy_gd(problem, np.inf, 1e-6, T)
+    assert cal.sigma == 0.0 and cal.params["momentum_steps"] == T
+    reference, _ = solve_constrained_erm(objective, problem.norm_bound)
+    new, _ = run_noisy_gd(objective, cal, np.random.default_rng(0))
+    plain = Calibration(sigma=0.0, events=(), params={"max_iter": T, "momentum_steps": 0})
+    old, _ = run_noisy_gd(objective, plain, np.random.default_rng(0))
+    F = objective.value
+    gap0 = F(np.zeros_like(reference)) - F(reference)
+    assert (F(new) - F(reference)) / gap0 < 1e-3
+    assert (F(old) - F(reference)) / gap0 > (1e-2 if kind == "logistic" else 2e-4)
+    rel = {"squared": 0.005, "logistic": 0.1}[kind]
+    scale = np.linalg.norm(reference)
+    assert np.linalg.norm(new - reference) < rel * scale
+    assert np.linalg.norm(old - reference) > 2.5 * rel * scale
+
+
+class _QuerySpy:
+    """Wraps an objective and records every point a gradient is queried at."""
+
+    def __init__(self, objective):
+        self.objective, self.problem, self.points = objective, objective.problem, []
+
+    def gradient(self, theta):
+        self.points.append(np.array(theta))
+        return self.objective.gradient(theta)
+
+
+@pytest.mark.parametrize("method", ["noisy_gd", "jl"])
+def test_every_gradient_query_lies_in_the_ball(method, monkeypatch):
+    """The momentum's extrapolated point is projected before the gradient query:
+    every query has norm <= R, although the extrapolation itself leaves the
+    ball (so the projection is what keeps it there)."""
+    problem = _problem(LogisticLoss(), n=2000, d=6, norm_bound=0.5)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 6))
+    objective = GLMObjective(problem, X, np.where(X[:, 0] > 0, 1.0, -1.0))  # minimizer far out
+    cal = calibrate(method, problem, 8.0, 1e-6, max_iter=60, projection_dim=4)
+    assert cal.params["momentum_steps"] >= MIN_MOMENTUM_STEPS
+    spies = []
+    if method == "jl":
+        original = jl_module.noisy_gd
+
+        def spied(obj, calibration, rng):
+            spies.append(_QuerySpy(obj))
+            return original(spies[-1], calibration, rng)
+
+        monkeypatch.setattr(jl_module, "noisy_gd", spied)
+        train(method, objective, cal, np.random.default_rng(3))
+        (spy,) = spies
+        radius = cal.params["problem"].norm_bound
+    else:
+        spy = _QuerySpy(objective)
+        run_noisy_gd(spy, cal, np.random.default_rng(3))
+        radius = problem.norm_bound
+    norms = np.array([np.linalg.norm(p) for p in spy.points])
+    assert len(norms) == 60
+    assert np.all(norms <= radius * (1 + 1e-12))
+    assert np.sum(norms >= radius * (1 - 1e-9)) >= 5  # the projection acted
+
+
+def test_noisy_gd_calibration_does_not_depend_on_the_momentum():
+    """sigma and the privacy event are SPEC section 2's for T releases of
+    sensitivity 2 G / n, whatever the momentum schedule."""
+    problem = _problem(LogisticLoss(), n=5000, d=20)
+    for eps, T in [(0.3, 7), (1.0, 40), (8.0, 100)]:
+        cal = calibrate_noisy_gd(problem, eps, 1e-6, T)
+        sens = 2.0 * problem.lipschitz / problem.n_samples
+        assert cal.sigma == gaussian_sigma(sens, eps, 1e-6, n_compositions=T)
+        (event,) = cal.events
+        assert event.mu == pytest.approx(gdp_mu(eps, 1e-6), rel=1e-9)
+        assert cal.params["momentum_steps"] == momentum_steps(problem, cal.sigma, T)
+
+
+def test_momentum_steps_is_the_stated_public_formula():
+    problem = _problem(LogisticLoss(), n=5000, d=20)
+    H, R, p = problem.smoothness, problem.norm_bound, np.prod(problem.theta_shape)
+    assert momentum_steps(problem, 0.0, 37) == 37  # no noise: every step
+    for sigma in (1e-4, 1e-3, 1e-2, 0.1, 1.0):
+        k = int(np.ceil(MOMENTUM_CONSTANT * (H * R / (sigma * np.sqrt(p))) ** (2 / 3)))
+        expected = min(k, 1000) if min(k, 1000) >= MIN_MOMENTUM_STEPS else 0
+        assert momentum_steps(problem, sigma, 1000) == expected
+    assert momentum_steps(problem, 1.0, 1000) == 0  # too noisy for momentum
+    assert momentum_steps(problem, 1e-7, 1000) == 1000  # capped at max_iter
+
+
+def test_plain_noisy_gd_is_the_spec_recursion():
+    """With momentum_steps = 0 the mechanism is SPEC 4.1's recursion with the
+    suffix average, draw for draw."""
+    problem = _problem(LogisticLoss(), n=300, d=5)
+    objective = _objective(problem)
+    T, sigma = 13, 0.05
+    cal = Calibration(sigma=sigma, events=(), params={"max_iter": T, "momentum_steps": 0})
+    got, _ = run_noisy_gd(objective, cal, np.random.default_rng(7))
+    rng = np.random.default_rng(7)
+    w, iterates = np.zeros(problem.theta_shape), []
+    for _ in range(T):
+        g = objective.gradient(w) + rng.normal(0.0, sigma, size=w.shape)
+        w = project_ball(w - g / problem.smoothness, problem.norm_bound)
+        iterates.append(w)
+    np.testing.assert_allclose(got, np.mean(iterates[T // 2:], axis=0), rtol=1e-12, atol=1e-15)
