@@ -28,6 +28,7 @@ from dp_glm_sklearn import DPHuberRegressor, DPLogisticRegression
 from dp_glm_sklearn import _objective as objective_module
 from dp_glm_sklearn._objective import GLMObjective, PublicProblem
 from dp_glm_sklearn.losses import HuberLoss, LogisticLoss, MultinomialLoss, SquaredLoss
+from dp_glm_sklearn.mechanisms import jl as jl_module
 from dp_glm_sklearn.mechanisms.noisy_gd import default_max_iter
 
 # -- default_max_iter -----------------------------------------------------------------
@@ -306,6 +307,18 @@ def test_block_partition_depends_on_the_shape_only(n):
         obj = GLMObjective(problem, X, y)
         plans.add((obj.block_size, obj._parallel, len(list(obj._blocks()))))
     assert len(plans) == 1, plans
+
+
+@pytest.mark.parametrize("n,dense", [(300, True), (2**15 + 1, False)])
+def test_jl_projected_format_depends_on_the_shape_only(n, dense, monkeypatch):
+    """Sparse X times a sparse Phi is stored dense or CSR by n * k alone, the same for
+    a nearly empty and a full X of one shape."""
+    monkeypatch.setattr(jl_module, "_MAX_DENSE_PROJECTED_ENTRIES", 2**15 * 8)
+    phi = jl_module.draw_projection(8, 40, np.random.default_rng(0), sparse=True)
+    for density in (0.01, 1.0):
+        X = sp.random(n, 40, density=density, format="csr", random_state=1)
+        P = jl_module.project_rows(X, phi, 1.0)
+        assert sp.issparse(P) is not dense, density
 
 
 @pytest.mark.parametrize("intercept", [0.0, INTERCEPT], ids=["no_intercept", "intercept"])

@@ -45,6 +45,12 @@ _MAX_DENSE_ENTRIES = 2**22
 _MIN_NONZEROS_PER_COLUMN = 16
 # Rows per block when projecting: temporaries stay near 4 MB.
 _BLOCK_BYTES = 4 * 2**20
+# Sparse X projected by a sparse Phi: the n x k result is stored dense when it
+# has at most this many entries (256 MB), else it stays CSR.  The choice
+# depends on the public sizes only (an earlier version densified when the
+# result was more than half full, which depends on the data's sparsity
+# pattern and changed the arithmetic of every later step).
+_MAX_DENSE_PROJECTED_ENTRIES = 2**25
 
 
 def calibrate_jl(problem, epsilon, delta, max_iter, projection_dim=None):
@@ -101,8 +107,10 @@ def draw_projection(projection_dim, n_features, rng, sparse):
 def project_rows(X, phi, feature_norm):
     """``diag(s) X Phi^T`` with ``s_i = min(1, X / ||x_i||)`` (rows clipped first).
 
-    Works on row blocks, so temporaries stay small; sparse X stays sparse
-    (the result is densified only if it is more than half full).
+    Works on row blocks, so temporaries stay small.  For sparse X and a
+    sparse Phi the result is dense when ``n * k`` is at most
+    ``_MAX_DENSE_PROJECTED_ENTRIES``, else CSR: a function of the public
+    sizes, not of the number of non-zeros.
     """
     n, d = X.shape
     k = phi.shape[0]
@@ -120,7 +128,7 @@ def project_rows(X, phi, feature_norm):
             rows = slice(start, min(start + block, n))
             parts.append(sp.csr_matrix(sp.diags(scale[rows]) @ (X[rows] @ phi_t)))
         out = sp.vstack(parts, format="csr")
-        return out.toarray() if out.nnz > 0.5 * n * k else out
+        return out.toarray() if n * k <= _MAX_DENSE_PROJECTED_ENTRIES else out
     out = np.empty((n, k))
     for start in range(0, n, block):
         rows = slice(start, min(start + block, n))
