@@ -534,16 +534,17 @@ def test_randomized_search_refit_composes_to_the_budget(reg_data):
                                   accountant=acc, random_state=0).fit(*reg_data)
     stop, refit = search.privacy_events_
     assert isinstance(stop, RandomStoppingEvent) and isinstance(refit, GaussianEvent)
-    # Each part is calibrated to (1, DELTA / 2): the split bound of compose
-    # gives at most 2, and the joint RDP composition of the two gives less.
-    split = (random_stopping_epsilon(stop.mu, 3.0, DELTA / 2)
-             + gdp_epsilon(refit.mu, DELTA / 2))
-    assert split == pytest.approx(2.0, rel=1e-6)
-    assert search.privacy_spent_[0] <= min(2.0, split) * (1 + 1e-9)
+    # The search is calibrated to (1, DELTA / 2); the refit gets more than the
+    # even split's Gaussian budget (1, DELTA / 2), as much as the joint RDP
+    # composition allows: the whole budget is used, and not more.
+    assert random_stopping_epsilon(stop.mu, 3.0, DELTA / 2) == pytest.approx(1.0, rel=1e-6)
+    assert refit.mu > 1.2 * gdp_mu(1.0, DELTA / 2)
+    assert search.privacy_spent_[0] <= 2.0
+    assert search.privacy_spent_[0] == pytest.approx(2.0, rel=1e-6)
     assert search.privacy_spent_[1] == DELTA
     assert compose(search.privacy_events_, DELTA) == search.privacy_spent_[0]
     assert acc.spent()[0] == search.privacy_spent_[0]
-    assert search.best_estimator_.privacy_spent_[0] == pytest.approx(1.0, rel=1e-9)
+    assert search.best_estimator_.privacy_spent_[0] > 1.2
 
 
 def test_randomized_search_samples_distributions(reg_data):

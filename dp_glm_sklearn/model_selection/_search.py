@@ -86,6 +86,7 @@ from ..privacy.selection import (
     gdp_bounded_range_epsilon,
     generalized_exponential_mechanism,
     random_stopping_mu,
+    random_stopping_refit_mu,
     sample_stopping_count,
 )
 
@@ -928,10 +929,11 @@ class DPRandomizedSearchCV(_BaseDPSearch):
     with the rest of the ledger by :func:`~dp_glm_sklearn.privacy.compose`;
     at a delta below the search's it costs more than ``epsilon`` (a search at
     (2, 1e-5) costs about 2.15 at 1e-6), never ``inf``. With ``refit=True`` the search
-    gets (epsilon/2, delta/2) and the refit the Gaussian budget of
-    (epsilon/2, delta/2), which compose to (epsilon, delta) at most; the
-    joint RDP composition of the two often gives less, and
-    ``privacy_spent_`` reports the smaller.
+    gets (epsilon/2, delta/2) and the refit the largest Gaussian budget with
+    which the two still compose to (epsilon, delta)
+    (:func:`~dp_glm_sklearn.privacy.selection.random_stopping_refit_mu`: at
+    least that of (epsilon/2, delta/2), about 30% more mu by the joint RDP
+    composition of the two).
 
     K is secret from the results, but the running time of ``fit`` grows
     with K; do not publish it.
@@ -994,7 +996,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
             mu=mu_paid, mean=mean, stopping=stopping,
             label=f"DPRandomizedSearchCV: random stopping ({stopping}, mean {mean:g})",
         )]
-        mu_refit = gdp_mu(epsilon / 2.0, delta / 2.0)
+        mu_refit = random_stopping_refit_mu(mu_paid, mean, epsilon, delta, stopping)
         if self.refit:
             _, mu_refit_paid = _candidate_privacy(mu_refit, delta / 2.0)
             events.append(GaussianEvent(mu=mu_refit_paid, label="DPRandomizedSearchCV: refit"))
