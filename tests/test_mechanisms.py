@@ -568,10 +568,10 @@ def test_auto_switches_once_as_d_grows():
     leaves Noisy GD once and for all."""
     mu = gdp_mu(1.0, 1e-6)
     for loss in (SquaredLoss(), LogisticLoss(), HuberLoss(1.0)):
-        problems = [PublicProblem(loss, 5000, d, 1.0, 1.0, 1.0, 2.0)
+        problems = [PublicProblem(loss, 50_000, d, 1.0, 1.0, 1.0, 2.0)
                     for d in np.geomspace(1, 10**5, 30).astype(int)]
         T = _theorem_1_steps(problems[0], 1.0, 1e-6)
-        sigma = np.sqrt(T) * (2 * problems[0].lipschitz / 5000) / mu
+        sigma = np.sqrt(T) * (2 * problems[0].lipschitz / 50_000) / mu
         choices = [choose_method(pb, 1.0, 1e-6, max_iter=T) for pb in problems]
         assert "noisy_gd" in choices[:4]
         plain = [momentum_steps(pb, sigma, T) == 0 for pb in problems]
@@ -695,7 +695,7 @@ def test_noisy_gd_bound_matches_its_calibration():
     H, p = problem.smoothness, np.prod(problem.theta_shape)
     t0, m = T // 2, T - T // 2
     expected = (H * problem.norm_bound**2 / (2 * m)
-                + (1 + t0 / m) * p * sigma**2 / (2 * H))
+                + (2 + t0 / m) * p * sigma**2 / (2 * H))
     assert noisy_gd_risk_bound(problem, mu, T) == pytest.approx(expected, rel=1e-9)
     # max_iter=None is the estimators' default number of steps.
     assert noisy_gd_risk_bound(problem, mu) == noisy_gd_risk_bound(
@@ -725,7 +725,7 @@ def test_noisy_gd_bound_reduces_to_plain_gd_without_momentum():
     assert momentum_steps(pb, sigma, T) > 0
     H, p, t0, m = pb.smoothness, np.prod(pb.theta_shape), T // 2, T - T // 2
     assert noisy_gd_risk_bound(pb, mu, T, n_momentum=0) == pytest.approx(
-        H * 4.0 / (2 * m) + (1 + t0 / m) * p * sigma**2 / (2 * H), rel=1e-9)
+        H * 4.0 / (2 * m) + (2 + t0 / m) * p * sigma**2 / (2 * H), rel=1e-9)
 
 
 def _momentum_iterates(objective, T, K):
@@ -911,7 +911,7 @@ def test_squared_loss_noise_term_is_dimension_free_until_the_ball_fills():
     pb, sigma2, value = parts(10**8)
     H = pb.smoothness
     assert T * 10**8 * sigma2 / H**2 > B**2  # the noise would fill the ball
-    assert value == pytest.approx(H * B**2 / (2 * m) + (1 + t0 / m) * 10**8 * sigma2 / (2 * H),
+    assert value == pytest.approx(H * B**2 / (2 * m) + (2 + t0 / m) * 10**8 * sigma2 / (2 * H),
                                   rel=1e-12)
     assert value > 10 * values[2]
 

@@ -229,12 +229,14 @@ def noisy_gd_risk_bound(problem, mu, max_iter=None, distance=None, n_momentum=No
       plain recursion of SPEC 4.1, and unchanged by the momentum:
 
     * general smooth convex loss: the classical analysis (one step:
-      ``E F(w_{t+1}) - F* <= H (D_t - D_{t+1}) / 2 + p sigma**2 / (2 H)``,
-      ``D_t = E||w_t - w*||**2``) summed over the averaged steps, with
-      ``D_{t0} <= r**2 + t0 p sigma**2 / H**2`` (the drift of the first t0
-      steps)::
+      ``E F(w_{t+1}) - F* <= H (D_t - D_{t+1}) / 2 + p sigma**2 / H``,
+      ``D_t = E||w_t - w*||**2``; the noise term is ``E||xi||**2 / H``,
+      tight for a step taken at the minimizer of ``H w**2 / 2``, where
+      ``E F(w_1) - F* = sigma**2 / (2 H)`` and ``D_1 = sigma**2 / H**2``)
+      summed over the averaged steps, with ``D_{t0} <= r**2 + t0 p sigma**2
+      / H**2`` (the drift of the first t0 steps)::
 
-          H r**2 / (2 m) + (1 + t0 / m) p sigma**2 / (2 H)
+          H r**2 / (2 m) + (2 + t0 / m) p sigma**2 / (2 H)
 
     * squared loss (a quadratic, Hessian trace at most H): the exact
       recursion per eigendirection (:func:`suffix_average_constants`)::
@@ -251,15 +253,9 @@ def noisy_gd_risk_bound(problem, mu, max_iter=None, distance=None, n_momentum=No
     Either is capped by :func:`in_ball_cap` ``G (R + r)``: the output lies in
     the ball, where no convex loss can be worse than that.
 
-    Open point (kept as it was, so that ``K = 0`` gives the bound the rule
-    had): the one-step inequality of the general plain bound, with noise
-    term ``p sigma**2 / (2 H)``, fails for a single step taken at the
-    minimizer (one coordinate, ``F = H w**2 / 2``: ``E F(w_1) - F* =
-    sigma**2 / (2 H)``, its right side 0); with a projection and no further
-    structure the inequality gives ``p sigma**2 / H`` (the term the
-    accelerated analysis uses, :func:`momentum_phase_bound`).  Whether the
-    summed plain bound still holds (the Hessian of a GLM has trace at most
-    H) is not settled here.
+    (An earlier version used the noise term ``p sigma**2 / (2 H)`` in the
+    one-step inequality, which fails for a step taken at the minimizer; the
+    bound is now valid and larger by ``p sigma**2 / (2 H)``.)
 
     ``max_iter=None`` uses the number of steps the estimators use by default
     (:func:`~dp_glm_sklearn.mechanisms.noisy_gd.default_max_iter`);
@@ -278,7 +274,7 @@ def noisy_gd_risk_bound(problem, mu, max_iter=None, distance=None, n_momentum=No
     >>> round(noisy_gd_risk_bound(pb, mu=1.0, max_iter=100), 4)  # 21 momentum steps
     0.0752
     >>> round(noisy_gd_risk_bound(pb, mu=1.0, max_iter=100, n_momentum=0), 4)  # plain GD
-    0.0416
+    0.0424
     """
     if mu == math.inf:
         return 0.0
@@ -297,7 +293,7 @@ def noisy_gd_risk_bound(problem, mu, max_iter=None, distance=None, n_momentum=No
         Q, S = suffix_average_constants(T)
         bound = Q * H * r**2 + sigma2 / (2.0 * H) * min(p * S, suffix_noise_factor(0.0, T))
     else:
-        bound = H * r**2 / (2.0 * m) + (1.0 + t0 / m) * p * sigma2 / (2.0 * H)
+        bound = H * r**2 / (2.0 * m) + (2.0 + t0 / m) * p * sigma2 / (2.0 * H)
     return min(bound, in_ball_cap(problem, r))
 
 
