@@ -184,14 +184,6 @@ SEARCH_DELTA = 1e-5
 SEARCH_MEAN = 4.0
 
 
-@pytest.fixture(scope="module")
-def reg_data():
-    rng = np.random.default_rng(1)
-    X = rng.normal(size=(1200, 3)) / 2
-    y = X @ [0.5, -0.5, 0.25] + 0.1 * rng.normal(size=1200)
-    return X, y
-
-
 def _random_search(acc, refit):
     return DPRandomizedSearchCV(
         DPLinearRegression(feature_norm=1.5, y_bound=2.0, max_iter=20),

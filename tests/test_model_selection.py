@@ -51,14 +51,6 @@ def clf_data():
     return X, y
 
 
-@pytest.fixture(scope="module")
-def reg_data():
-    rng = np.random.default_rng(1)
-    X = rng.normal(size=(1200, 3)) / 2
-    y = X @ [0.5, -0.5, 0.25] + 0.1 * rng.normal(size=1200)
-    return X, y
-
-
 def _clf(**kw):
     return DPLogisticRegression(feature_norm=4.0, classes=[0, 1], max_iter=20, **kw)
 
