@@ -598,20 +598,30 @@ def random_stopping_mu(epsilon, delta, mean, stopping="logarithmic"):
     if epsilon == math.inf:
         return math.inf
 
-    def excess(log_mu):
-        return random_stopping_epsilon(math.exp(log_mu), mean, delta, stopping) - epsilon
+    def excess(mu):
+        return random_stopping_epsilon(mu, mean, delta, stopping) - epsilon
 
-    lo, hi = math.log(1e-8), math.log(1.0)
-    if excess(lo) > 0.0:
+    if excess(1e-8) > 0.0:
         # The log(E[K]) and log(1/gamma) terms do not vanish with mu.
         raise ValueError(
             f"epsilon={epsilon!r} is below what random stopping with mean={mean!r} costs "
             "even for runs that reveal nothing; raise epsilon or lower the mean."
         )
+    return _largest_within(excess, 1e-8, 1.0)
+
+
+def _largest_within(excess, lo, hi):
+    """Largest mu >= lo with ``excess(mu) <= 0``, for ``excess`` increasing in mu.
+
+    ``excess(lo) <= 0`` is the caller's to check.  ``hi`` is doubled until it
+    brackets the root, the root is found by Brent's method, and the result is
+    stepped below it until ``excess`` is not positive, so that rounding in
+    the root never spends more than the budget.
+    """
     while excess(hi) < 0.0:
-        hi += 1.0
-    mu = math.exp(brentq(excess, lo, hi, xtol=1e-12))
-    while random_stopping_epsilon(mu, mean, delta, stopping) > epsilon:
+        hi *= 2.0
+    mu = brentq(excess, lo, hi, xtol=1e-300, maxiter=500)  # relative accuracy: a few ulps
+    while excess(mu) > 0.0:
         mu *= 1.0 - 1e-9
     return mu
 
@@ -663,10 +673,4 @@ def random_stopping_refit_mu(mu_run, mean, epsilon, delta, stopping="logarithmic
 
     if excess(half) >= 0.0:
         return half
-    hi = 2.0 * half
-    while excess(hi) < 0.0:
-        hi *= 2.0
-    mu = brentq(excess, half, hi, xtol=1e-12)
-    while excess(mu) > 0.0:
-        mu *= 1.0 - 1e-9
-    return max(mu, half)
+    return max(_largest_within(excess, half, 2.0 * half), half)
