@@ -996,8 +996,9 @@ class DPRandomizedSearchCV(_BaseDPSearch):
             mu=mu_paid, mean=mean, stopping=stopping,
             label=f"DPRandomizedSearchCV: random stopping ({stopping}, mean {mean:g})",
         )]
-        mu_refit = random_stopping_refit_mu(mu_paid, mean, epsilon, delta, stopping)
+        mu_refit = None
         if self.refit:
+            mu_refit = random_stopping_refit_mu(mu_paid, mean, epsilon, delta, stopping)
             _, mu_refit_paid = _candidate_privacy(mu_refit, delta / 2.0)
             events.append(GaussianEvent(mu=mu_refit_paid, label="DPRandomizedSearchCV: refit"))
         return dict(delta=delta, delta_search=delta_search, candidate_epsilon=candidate_epsilon,
