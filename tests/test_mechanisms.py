@@ -465,6 +465,22 @@ def test_sparse_input_is_never_densified(method):
     assert peak < 160 * 2**20, peak / 2**20
 
 
+@pytest.mark.parametrize("Est", [DPLinearRegression, DPLogisticRegression])
+def test_jl_without_dimension_reduction_is_noisy_gd(Est):
+    """k >= d projects nothing: the same model as noisy GD, not a square Gaussian map."""
+    X, y = _data(Est, d=6)
+    jl = _est(Est, method="jl", projection_dim=50).fit(X, y)
+    ngd = _est(Est, method="noisy_gd").fit(X, y)
+    np.testing.assert_array_equal(jl.coef_, ngd.coef_)
+    np.testing.assert_array_equal(jl.intercept_, ngd.intercept_)
+    assert jl.method_ == "jl" and jl.privacy_spent_ == ngd.privacy_spent_
+    problem = _problem(LogisticLoss(), n=300, d=6, norm_bound=1.0)
+    cal = calibrate("jl", problem, 1.0, 1e-6, max_iter=30, projection_dim=6)
+    assert cal.params["problem"] is problem and cal.params["alpha"] == 0.0
+    assert risk_bounds(problem, 1.0, 1e-6, max_iter=30, projection_dim=6)["jl"] == (
+        risk_bounds(problem, 1.0, 1e-6, max_iter=30)["noisy_gd"])
+
+
 def test_jl_is_reproducible_from_random_state():
     X, y = _data(DPLinearRegression, d=200)
     fit = [_est(DPLinearRegression, method="jl", projection_dim=10).set_params(

@@ -76,9 +76,12 @@ _SHARED_PARAMS = """epsilon : float in (0, inf], default=1.0
           large next to ``n * epsilon``, where ``"jl"`` did best.
 
     projection_dim : int >= 1, default=None
-        Dimension k of the random projection of ``method="jl"`` (capped at
-        n_features). ``None`` takes k of order ``(n epsilon)**(2/3)`` from the
-        paper's Theorem 2 (:func:`dp_glm_sklearn.mechanisms.auto.default_projection_dim`).
+        Dimension k of the random projection of ``method="jl"``. At
+        n_features or more nothing is projected and the fit is that of
+        ``method="noisy_gd"``. ``None`` takes k of order ``(n epsilon)**(2/3)`` from
+        the paper's Theorem 2
+        (:func:`dp_glm_sklearn.mechanisms.auto.default_projection_dim`), or
+        n_features when no projection has a smaller excess-risk bound.
 
     l2_regularization : float > 0, default=None
         Strength lambda of the ``lambda / 2 ||w||**2`` term of

@@ -499,9 +499,13 @@ def jl_risk_bound(problem, mu, projection_dim, max_iter=None):
         h B**2 X**2 / k + noisy_gd_risk_bound(jl_problem(problem, k), mu, max_iter, B)
 
     (the second term capped, in the projected space, by
-    :func:`in_ball_cap` ``G_k (2B + B)``).
+    :func:`in_ball_cap` ``G_k (2B + B)``).  With ``k >= d`` the method does
+    not project (:mod:`~dp_glm_sklearn.mechanisms.jl`) and its bound is
+    :func:`noisy_gd_risk_bound`.
     """
     k = int(projection_dim)
+    if k >= problem.n_features:
+        return noisy_gd_risk_bound(problem, mu, max_iter)
     B = problem.norm_bound
     distortion = problem.loss.smoothness * (B * problem.feature_norm) ** 2 / k
     return distortion + noisy_gd_risk_bound(jl_problem(problem, k), mu, max_iter, distance=B)

@@ -14,6 +14,13 @@ probability; the clipping makes the proof exact), so the calibration of
 noisy GD on the projected public problem (:func:`~.auto.jl_problem`) applies
 verbatim; ``Phi^T`` is post-processing.
 
+No projection when ``k >= d``: a k x d projection with k >= d reduces no
+dimension and only adds distortion (and the radius 2B, and rows clipped at
+``(1 + alpha) X``).  The identity is a data-independent map too, so the JL
+method with ``k = d`` is Noisy GD (Algorithm 1) on the original problem, with
+that calibration; the default k (Theorem 2's bound, minimized over ``1..d``)
+is d exactly when no projection has a smaller bound than Noisy GD's.
+
 Memory: the projection is Gaussian (a dense k x d matrix) when ``k d`` is
 at most 2**22 entries (32 MB), and otherwise a sparse random projection with
 about 16 non-zeros per column (``O(d)`` memory).  The choice depends on the
@@ -57,7 +64,9 @@ def calibrate_jl(problem, epsilon, delta, max_iter, projection_dim=None):
     """Noise for the JL method on ``problem`` at (epsilon, delta); reads no data.
 
     ``projection_dim=None`` takes k from Theorem 2 with the constants as
-    implemented (:func:`~.auto.default_projection_dim`); k is capped at d.
+    implemented (:func:`~.auto.default_projection_dim`); k is capped at d,
+    and ``k = d`` means no projection: the calibration of Noisy GD on
+    ``problem`` itself (module docstring).
     The calibration is that of noisy GD with ``max_iter`` steps on the
     projected public problem (:func:`~.auto.jl_problem`): sensitivity
     ``2 G_k / n`` with ``G_k`` the gradient bound for rows of norm
@@ -77,12 +86,12 @@ def calibrate_jl(problem, epsilon, delta, max_iter, projection_dim=None):
         if not 1 <= k:
             raise ValueError(f"projection_dim must be an integer >= 1, got {projection_dim!r}.")
     k = min(k, d)
-    projected = jl_problem(problem, k)
+    projected = problem if k == d else jl_problem(problem, k)
     inner = calibrate_noisy_gd(projected, epsilon, delta, max_iter)
     (event,) = inner.events
     event = type(event)(mu=event.mu, label="jl")
-    params = dict(inner.params, projection_dim=k, alpha=jl_distortion(problem.n_samples, k),
-                  problem=projected)
+    alpha = 0.0 if k == d else jl_distortion(problem.n_samples, k)
+    params = dict(inner.params, projection_dim=k, alpha=alpha, problem=projected)
     return Calibration(sigma=inner.sigma, events=(event,), params=params)
 
 
@@ -145,11 +154,14 @@ def jl(objective, calibration, rng):
     :func:`~dp_glm_sklearn.mechanisms.noisy_gd.noisy_gd` on a
     :class:`GLMObjective` of the projected public problem, whose kernel clips
     the projected rows to ``(1 + alpha) X``.  The output is
-    ``theta = [Phi^T w_k ; w_intercept]``.
+    ``theta = [Phi^T w_k ; w_intercept]``.  With ``k = d`` there is no
+    projection: this is :func:`noisy_gd` on ``objective``.
     """
     problem = objective.problem
     params = calibration.params
     k, d = params["projection_dim"], problem.n_features
+    if k == d:
+        return noisy_gd(objective, calibration, rng)
     X = objective.X
     phi = draw_projection(k, d, rng, sparse=k * d > _MAX_DENSE_ENTRIES)
     projected = GLMObjective(params["problem"], project_rows(X, phi, problem.feature_norm),

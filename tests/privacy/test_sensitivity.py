@@ -247,7 +247,11 @@ def test_gradient_mechanisms_release_only_bounded_statistics(kind, method, data,
     p = recording.problem
     sensitivity = cal.params["sensitivity"]
     assert sensitivity == pytest.approx(2.0 * p.lipschitz / p.n_samples, rel=1e-12)
-    if method == "jl":
+    if method == "jl" and cal.params["projection_dim"] == obj.problem.n_features:
+        # k = d: no projection, Noisy GD on the original problem.
+        assert phi is None and p is obj.problem and cal.params["alpha"] == 0.0
+        neighbor = obj2
+    elif method == "jl":
         alpha = cal.params["alpha"]
         assert p.feature_norm == pytest.approx((1 + alpha) * obj.problem.feature_norm)
         assert p.norm_bound == pytest.approx(2 * obj.problem.norm_bound)
