@@ -1,7 +1,7 @@
 """Defaults chosen by benchmark, and the fast paths of the gradient kernel.
 
 - ``default_max_iter``: the rule ``clip(round(n mu / 10), 5, cap(n))`` with the
-  compute cap ``cap(n) = clip(3e6 / n, 30, 100)``.
+  compute cap ``cap(n) = clip(5e6 / n, 50, 100)``.
 - ``DPHuberRegressor(threshold=None)``: a quarter of the public label range.
 - ``GLMObjective`` (``dp_glm_sklearn/_objective.py``): the blocked, threaded
   and Gram-matrix gradients against a plain numpy reference written here; the
@@ -41,24 +41,24 @@ def test_default_max_iter_floor_is_5():
     assert default_max_iter(0, 1.0) == 5
 
 
-@pytest.mark.parametrize("n", [1_000, 10_000, 20_000, 30_000])
-def test_default_max_iter_is_100_up_to_n_3e4_when_n_mu_is_large(n):
+@pytest.mark.parametrize("n", [1_000, 10_000, 20_000, 30_000, 50_000])
+def test_default_max_iter_is_100_up_to_n_5e4_when_n_mu_is_large(n):
     assert default_max_iter(n, 10.0) == 100
     assert default_max_iter(n, np.inf) == 100  # mu is capped before use
     assert default_max_iter(n, 1000.0 / n) == 100  # n mu / 10 = 100 exactly
 
 
 @pytest.mark.parametrize("n", [100_000, 300_000, 1_000_000, 10**8])
-def test_default_max_iter_is_30_from_n_1e5(n):
+def test_default_max_iter_is_50_from_n_1e5(n):
     for mu in (0.01, 0.5, 1.0, 10.0, np.inf):
-        assert default_max_iter(n, mu) == 30
+        assert default_max_iter(n, mu) == 50
 
 
-def test_default_max_iter_cap_between_3e4_and_1e5_is_3e6_over_n():
-    assert default_max_iter(40_000, 10.0) == 75
-    assert default_max_iter(60_000, 10.0) == 50
+def test_default_max_iter_cap_between_5e4_and_1e5_is_5e6_over_n():
+    assert default_max_iter(62_500, 10.0) == 80
+    assert default_max_iter(80_000, 10.0) == 62
     # below the cap the n * mu / 10 rule still holds
-    assert default_max_iter(60_000, 0.005) == 30
+    assert default_max_iter(80_000, 0.005) == 40
 
 
 @pytest.mark.parametrize("n", [1, 7, 50, 331, 426, 2_000, 30_000, 45_000, 100_000, 10**6])
@@ -76,7 +76,7 @@ def test_estimators_use_the_capped_default():
     y = (X[:, 0] > 0).astype(int)
     clf = DPLogisticRegression(epsilon=1.0, feature_norm=3.0, classes=[0, 1],
                                random_state=0).fit(X, y)
-    assert clf.n_iter_ == 30
+    assert clf.n_iter_ == 50
     explicit = DPLogisticRegression(epsilon=1.0, feature_norm=3.0, classes=[0, 1],
                                     max_iter=100, random_state=0).fit(X, y)
     assert explicit.n_iter_ == 100

@@ -49,7 +49,7 @@ _SHARED_PARAMS = """epsilon : float in (0, inf], default=1.0
         Number of noisy gradient steps T of ``"noisy_gd"`` and ``"jl"``.
         ``None`` uses ``clip(round(n_samples * mu / 10), 5, cap(n))`` with mu
         the Gaussian DP parameter of (epsilon, delta) and the compute cap
-        ``cap(n) = clip(3e6 / n, 30, 100)``, a rule fitted on
+        ``cap(n) = clip(5e6 / n, 50, 100)``, a rule fitted on
         ``benchmarks/tune_max_iter.py``. Privacy holds for any T: the noise per step
         grows like ``sqrt(T)`` to keep the same (epsilon, delta).
         ``"output_perturbation"`` ignores it (its solver runs to a certified

@@ -752,7 +752,7 @@ def choose_method(problem, epsilon, delta, *, max_iter=None, projection_dim=None
     >>> choose_method(low, 2.0, 1e-6, max_iter=10000)
     'noisy_gd'
 
-    With the default number of steps (at most 100, 30 from n = 1e5 on), Noisy
+    With the default number of steps (at most 100, 50 from n = 1e5 on), Noisy
     GD's worst-case optimization term (``~ H B**2 / K**2`` for its momentum
     steps, ``~ H B**2 / T`` for plain steps) dominates at this n, and the
     exactly solved output perturbation wins:
