@@ -44,6 +44,7 @@ from dp_glm_sklearn.mechanisms.auto import (
     risk_bounds,
     suffix_average_constants,
     suffix_noise_factor,
+    theorem_bounds,
 )
 from dp_glm_sklearn.mechanisms.auto import _output_perturbation_terms as op_terms
 from dp_glm_sklearn.mechanisms.noisy_gd import (
@@ -518,84 +519,86 @@ def test_auto_trains_exactly_the_chosen_mechanism(d):
     assert auto.privacy_events_ == chosen.privacy_events_
 
 
-def _theorem_1_steps(problem, epsilon, delta):
-    """The T that balances Noisy GD's optimization and noise terms."""
-    mu = gdp_mu(epsilon, delta)
-    p = np.prod(problem.theta_shape)
-    return int(problem.smoothness * problem.norm_bound * problem.n_samples * mu
-               / (2 * problem.lipschitz * np.sqrt(p)))
-
-
 def test_auto_follows_table_1():
-    """Low dimension: Noisy GD (given enough steps); high dimension: a dimension-free method."""
+    """Low dimension: Noisy GD; high dimension: JL (Theorems 1 and 2)."""
     for loss in (SquaredLoss(), LogisticLoss(), HuberLoss(1.0)):
         low = PublicProblem(loss, 10**5, 5, 1.0, 1.0, 1.0, 1.0)
         high = PublicProblem(loss, 10**4, 10**5, 1.0, 1.0, 1.0, 1.0)
-        T = _theorem_1_steps(low, 2.0, 1e-6)
-        assert T > 100
-        assert choose_method(low, 2.0, 1e-6, max_iter=T) == "noisy_gd"
-        for max_iter in (None, _theorem_1_steps(high, 1.0, 1e-6)):
-            assert choose_method(high, 1.0, 1e-6, max_iter=max_iter) in (
-                "jl", "output_perturbation")
+        assert choose_method(low, 2.0, 1e-6) == "noisy_gd"
+        assert choose_method(high, 1.0, 1e-6) == "jl"
 
 
-def test_auto_accounts_for_the_number_of_steps():
-    """With at most 100 steps, Noisy GD's optimization term can exceed the error
-    of the exactly solved output perturbation even in low dimension; with
-    enough steps Noisy GD is the choice there."""
+def test_auto_is_jl_exactly_when_theorem_2_projects():
+    """With the default k, the rule is "jl iff k < d": k minimizes Theorem 2's
+    bound over 1..d, and k = d (no projection) has Noisy GD's bound."""
+    mu = gdp_mu(1.0, 1e-6)
+    seen = set()
     for loss in (SquaredLoss(), LogisticLoss(), HuberLoss(1.0)):
-        problem = PublicProblem(loss, 10**5, 5, 1.0, 1.0, 1.0, 1.0)
-        assert choose_method(problem, 2.0, 1e-6) == "output_perturbation"
-        assert choose_method(problem, 2.0, 1e-6, max_iter=10**4) == "noisy_gd"
+        for n in (300, 3000, 30_000):
+            for d in (3, 30, 300, 3000):
+                problem = PublicProblem(loss, n, d, 1.0, 1.0, 1.0, 2.0)
+                k = default_projection_dim(problem, mu)
+                b = theorem_bounds(problem, 1.0, 1e-6)
+                assert b["jl"] <= b["noisy_gd"]
+                assert (b["jl"] == b["noisy_gd"]) == (k == d)
+                choice = choose_method(problem, 1.0, 1e-6)
+                assert choice == ("jl" if k < d else "noisy_gd")
+                seen.add(choice)
+    assert seen == {"noisy_gd", "jl"}  # both occur on this grid
 
 
-def test_auto_prefers_output_perturbation_once_noisy_gd_is_optimization_limited():
-    """With the default (capped) number of steps, Noisy GD's bound stops falling
-    with n (its optimization term ~ H B^2 / T stays) while output perturbation's
-    keeps falling: from some n on, auto picks output perturbation, for every loss."""
+def test_auto_ignores_steps_and_lambda_but_not_a_given_projection_dim():
+    problem = PublicProblem(LogisticLoss(), 3000, 2000, 1.0, 1.0, 0.0, 5.0)
+    choice = choose_method(problem, 1.0, 1e-6)
+    for kw in (dict(max_iter=5), dict(max_iter=10**4), dict(l2=1e-6), dict(l2=1e3)):
+        assert choose_method(problem, 1.0, 1e-6, **kw) == choice
+    assert choose_method(problem, 1.0, 1e-6, projection_dim=2000) == "noisy_gd"  # k = d
+    # a k far from Theorem 2's loses to Noisy GD's bound
+    assert theorem_bounds(problem, 1.0, 1e-6, projection_dim=1)["jl"] > theorem_bounds(
+        problem, 1.0, 1e-6)["jl"]
+
+
+def test_risk_bounds_plateau_for_noisy_gd_with_capped_steps():
+    """The as-implemented worst-case bounds (a diagnostic, not the rule): with
+    the default (capped) number of steps, Noisy GD's bound stops falling with
+    n (its optimization term ~ H B^2 / T stays) while output perturbation's
+    keeps falling."""
     for loss in (SquaredLoss(), LogisticLoss(), HuberLoss(1.0)):
         problems = [PublicProblem(loss, n, 20, 1.0, 1.0, 1.0, 2.0) for n in (10**6, 10**7)]
         gd = [noisy_gd_risk_bound(pb, gdp_mu(1.0, 1e-6)) for pb in problems]
         op = [output_perturbation_risk_bound(pb, gdp_mu(1.0, 1e-6)) for pb in problems]
         assert gd[1] == pytest.approx(gd[0], rel=0.05)  # the plateau
         assert op[1] < op[0] / 3
-        assert [choose_method(pb, 1.0, 1e-6) for pb in problems] == ["output_perturbation"] * 2
+        assert all(risk_bounds(pb, 1.0, 1e-6)["output_perturbation"] < risk_bounds(
+            pb, 1.0, 1e-6)["noisy_gd"] for pb in problems)
 
 
-def test_auto_uses_the_exact_quadratic_analysis_for_the_squared_loss():
+def test_risk_bounds_use_the_exact_quadratic_analysis_for_the_squared_loss():
     """Same public problem, default steps: the exact analysis of Noisy GD on a
-    quadratic (squared loss) makes it the choice, where the general convex
-    bound of the logistic loss leaves output perturbation ahead."""
+    quadratic (squared loss) puts its bound below output perturbation's, where
+    the general convex bound of the logistic loss does not."""
     squared = PublicProblem(SquaredLoss(), 10**4, 50, 1.0, 1.0, 1.0, 2.0)
     logistic = PublicProblem(LogisticLoss(), 10**4, 50, 1.0, 1.0, 0.0, 2.0)
     mu = gdp_mu(1.0, 1e-6)
     T = default_max_iter(10**4, mu)
     sigma = calibrate_noisy_gd(squared, 1.0, 1e-6, T).sigma
     assert momentum_steps(squared, sigma, T) == 0  # plain GD: the quadratic analysis applies
-    assert choose_method(squared, 1.0, 1e-6) == "noisy_gd"
-    assert choose_method(logistic, 1.0, 1e-6) == "output_perturbation"
+    b = risk_bounds(squared, 1.0, 1e-6)
+    assert b["noisy_gd"] < b["output_perturbation"]
+    b = risk_bounds(logistic, 1.0, 1e-6)
+    assert b["noisy_gd"] > b["output_perturbation"]
 
 
 def test_auto_switches_once_as_d_grows():
-    """Noisy GD in low dimension, then a dimension-free method for good.  Where
-    Noisy GD takes momentum steps (their number falls with d, through
-    ``sigma sqrt(p)``) its bound is that of the accelerated analysis, which is
-    worse in the worst case at these T; above the last such d the rule
-    leaves Noisy GD once and for all."""
-    mu = gdp_mu(1.0, 1e-6)
+    """Noisy GD in low dimension, then JL for good: Theorem 1's bound grows like
+    sqrt(d), Theorem 2's does not depend on d once k < d."""
     for loss in (SquaredLoss(), LogisticLoss(), HuberLoss(1.0)):
         problems = [PublicProblem(loss, 50_000, d, 1.0, 1.0, 1.0, 2.0)
                     for d in np.geomspace(1, 10**5, 30).astype(int)]
-        T = _theorem_1_steps(problems[0], 1.0, 1e-6)
-        sigma = np.sqrt(T) * (2 * problems[0].lipschitz / 50_000) / mu
-        choices = [choose_method(pb, 1.0, 1e-6, max_iter=T) for pb in problems]
-        assert "noisy_gd" in choices[:4]
-        plain = [momentum_steps(pb, sigma, T) == 0 for pb in problems]
-        start = plain.index(True)
-        assert all(plain[start:])
-        choices = choices[start:]
-        first_other = choices.index(next(c for c in choices if c != "noisy_gd"))
-        assert "noisy_gd" not in choices[first_other:]  # never again above
+        choices = [choose_method(pb, 1.0, 1e-6) for pb in problems]
+        assert choices[0] == "noisy_gd" and choices[-1] == "jl"
+        first = choices.index("jl")
+        assert set(choices[first:]) == {"jl"}
 
 
 def test_lipschitz_loss_prefers_output_perturbation_when_epsilon_below_d_over_n():
