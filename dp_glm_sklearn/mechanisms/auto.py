@@ -89,6 +89,7 @@ __all__ = [
     "momentum_phase_bound",
     "noisy_gd_risk_bound",
     "output_perturbation_risk_bound",
+    "projection_dim_used",
     "regularization_objective",
     "risk_bounds",
     "theorem_bounds",
@@ -537,6 +538,13 @@ def default_projection_dim(problem, mu):
     return int(min(candidates, key=bound))
 
 
+def projection_dim_used(problem, mu, projection_dim=None):
+    """The k the JL method runs with: ``projection_dim`` (default Theorem 2's,
+    :func:`default_projection_dim`) capped at d, where ``k = d`` means no projection."""
+    k = default_projection_dim(problem, mu) if projection_dim is None else int(projection_dim)
+    return min(k, problem.n_features)
+
+
 # -- output perturbation (Algorithm 3, Theorems 3 and 5) ------------------------------
 def global_lipschitz(problem):
     """Bound on every per-example gradient on all of R^p (not just the ball).
@@ -697,8 +705,7 @@ def risk_bounds(problem, epsilon, delta, *, max_iter=None, projection_dim=None, 
     :func:`default_projection_dim`, :func:`default_l2`).
     """
     mu = gdp_mu(epsilon, delta)
-    k = default_projection_dim(problem, mu) if projection_dim is None else int(projection_dim)
-    k = min(k, problem.n_features)
+    k = projection_dim_used(problem, mu, projection_dim)
     return {
         "noisy_gd": noisy_gd_risk_bound(problem, mu, max_iter),
         "jl": jl_risk_bound(problem, mu, k, max_iter),
@@ -718,8 +725,7 @@ def theorem_bounds(problem, epsilon, delta, *, projection_dim=None):
     ``1..d``; ``k = d`` is no projection, and its bound is Noisy GD's).
     """
     mu = gdp_mu(epsilon, delta)
-    k = default_projection_dim(problem, mu) if projection_dim is None else int(projection_dim)
-    k = min(k, problem.n_features)
+    k = projection_dim_used(problem, mu, projection_dim)
     return {
         "noisy_gd": noisy_gd_risk_bound(problem, mu, "optimal"),
         "jl": jl_risk_bound(problem, mu, k, "optimal"),

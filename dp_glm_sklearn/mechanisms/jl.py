@@ -38,7 +38,7 @@ from sklearn.utils.extmath import row_norms
 from .._objective import GLMObjective
 from ..privacy.calibration import gdp_mu
 from ._common import Calibration
-from .auto import default_projection_dim, jl_distortion, jl_problem
+from .auto import jl_distortion, jl_problem, projection_dim_used
 from .noisy_gd import calibrate_noisy_gd, noisy_gd
 
 __all__ = ["calibrate_jl", "draw_projection", "jl", "project_rows"]
@@ -78,19 +78,16 @@ def calibrate_jl(problem, epsilon, delta, max_iter, projection_dim=None):
         ``params`` holds ``projection_dim``, ``alpha``, ``max_iter``,
         ``sensitivity`` and the projected ``problem``.
     """
-    d = problem.n_features
-    if projection_dim is None:
-        k = default_projection_dim(problem, gdp_mu(epsilon, delta))
+    if projection_dim is not None and not 1 <= int(projection_dim):
+        raise ValueError(f"projection_dim must be an integer >= 1, got {projection_dim!r}.")
+    k = projection_dim_used(problem, gdp_mu(epsilon, delta), projection_dim)
+    if k == problem.n_features:
+        projected, alpha = problem, 0.0
     else:
-        k = int(projection_dim)
-        if not 1 <= k:
-            raise ValueError(f"projection_dim must be an integer >= 1, got {projection_dim!r}.")
-    k = min(k, d)
-    projected = problem if k == d else jl_problem(problem, k)
+        projected, alpha = jl_problem(problem, k), jl_distortion(problem.n_samples, k)
     inner = calibrate_noisy_gd(projected, epsilon, delta, max_iter)
     (event,) = inner.events
     event = type(event)(mu=event.mu, label="jl")
-    alpha = 0.0 if k == d else jl_distortion(problem.n_samples, k)
     params = dict(inner.params, projection_dim=k, alpha=alpha, problem=projected)
     return Calibration(sigma=inner.sigma, events=(event,), params=params)
 
