@@ -507,16 +507,22 @@ def test_bad_mechanism_parameters_charge_nothing(params, name):
 
 
 # -- method="auto" ---------------------------------------------------------------------
-@pytest.mark.parametrize("d", [3, 300])
-def test_auto_trains_exactly_the_chosen_mechanism(d):
+@pytest.mark.parametrize("d, expected", [(3, "noisy_gd"), (300, "jl")])
+def test_auto_is_the_default_and_trains_exactly_the_chosen_mechanism(d, expected):
     X, y = _data(DPLogisticRegression, n=500, d=d)
-    auto = _est(DPLogisticRegression, method="auto").fit(X, y)
+    auto = _est(DPLogisticRegression).fit(X, y)  # no method given: "auto"
+    assert auto.get_params()["method"] == "auto"
     problem = PublicProblem(LogisticLoss(), 500, d, 3.0, 3.0, 0.0, 10.0)
     delta = default_delta(500)
-    assert auto.method_ == choose_method(problem, 1.0, delta) in METHODS
+    assert auto.method_ == choose_method(problem, 1.0, delta) == expected
     chosen = _est(DPLogisticRegression, method=auto.method_).fit(X, y)
     np.testing.assert_array_equal(auto.coef_, chosen.coef_)
     assert auto.privacy_events_ == chosen.privacy_events_
+
+
+@pytest.mark.parametrize("Est", [DPLinearRegression, DPHuberRegressor, DPLogisticRegression])
+def test_every_estimator_defaults_to_auto(Est):
+    assert Est().method == "auto"
 
 
 def test_auto_follows_table_1():

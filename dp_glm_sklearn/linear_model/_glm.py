@@ -55,9 +55,21 @@ _SHARED_PARAMS = """epsilon : float in (0, inf], default=1.0
         ``"output_perturbation"`` ignores it (its solver runs to a certified
         accuracy).
 
-    method : {{"noisy_gd", "jl", "output_perturbation", "auto"}}, default="noisy_gd"
+    method : {{"auto", "noisy_gd", "jl", "output_perturbation"}}, default="auto"
         Training mechanism (Arora et al. 2022), each (epsilon, delta)-DP:
 
+        - ``"auto"``: ``"noisy_gd"`` or ``"jl"``, whichever has the smaller
+          bound in Theorems 1 and 2 for the public n, d, epsilon, delta and
+          bounds (:func:`dp_glm_sklearn.mechanisms.auto.choose_method`):
+          ``"noisy_gd"`` in low dimension, ``"jl"`` once the number of
+          features is large next to ``(n * epsilon)**(2/3)``. The choice
+          reads no data and is shown in ``method_``. On the synthetic
+          benchmark (``benchmarks/rates.py``, signal rank 5) it was within
+          1.25x of the best of the three methods at 96% of the points (never
+          worse than 1.52x; always ``"noisy_gd"``: 79%, up to 16x); on designs
+          whose signal spreads over 20 or 50 directions, 83% and 77% (always
+          ``"noisy_gd"``: 85% and 90%), up to 5-12x worse for the squared
+          loss with d >= 1000, where ``"noisy_gd"`` is the better choice.
         - ``"noisy_gd"``: noisy projected gradient descent with averaged
           iterates (Algorithm 1); best in low dimension.
         - ``"jl"``: a random projection of the rows to ``projection_dim``
@@ -65,17 +77,8 @@ _SHARED_PARAMS = """epsilon : float in (0, inf], default=1.0
           dimension-free.
         - ``"output_perturbation"``: the L2-regularized constrained risk
           minimizer, solved to a certified accuracy, plus Gaussian noise
-          (Algorithm 3); dimension-free.
-        - ``"auto"``: ``"noisy_gd"`` or ``"jl"``, whichever has the smaller
-          bound in Theorems 1 and 2 for the public n, d, epsilon, delta and
-          bounds (:func:`dp_glm_sklearn.mechanisms.auto.choose_method`):
-          ``"jl"`` once the number of features is large next to
-          ``(n * epsilon)**(2/3)``. The choice is shown in ``method_``. On
-          the synthetic benchmark (``benchmarks/rates.py``, signal rank 5)
-          it was within 1.25x of the best of the three methods at 96% of
-          the points (never worse than 1.52x); on designs whose signal
-          spreads over 20 or 50 directions, 83% and 77%, up to 5-12x worse
-          for the squared loss with d >= 1000.
+          (Algorithm 3); dimension-free; never chosen by ``"auto"``, worth
+          trying for a Lipschitz loss with epsilon well below rank / n.
 
     projection_dim : int >= 1, default=None
         Dimension k of the random projection of ``method="jl"``. At
@@ -258,7 +261,7 @@ class DPLinearRegression(_DPRegressorBase):
     _parameter_constraints: dict = {**_DPRegressorBase._parameter_constraints}
 
     def __init__(self, *, epsilon=1.0, delta=None, feature_norm=1.0, y_bound=1.0,
-                 norm_bound=10.0, fit_intercept=True, max_iter=None, method="noisy_gd",
+                 norm_bound=10.0, fit_intercept=True, max_iter=None, method="auto",
                  projection_dim=None, l2_regularization=None,
                  random_state=None, accountant=None):
         self.epsilon = epsilon
@@ -347,7 +350,7 @@ class DPHuberRegressor(_DPRegressorBase):
 
     def __init__(self, *, epsilon=1.0, delta=None, feature_norm=1.0, y_bound=1.0,
                  threshold=None, norm_bound=10.0, fit_intercept=True, max_iter=None,
-                 method="noisy_gd", projection_dim=None, l2_regularization=None,
+                 method="auto", projection_dim=None, l2_regularization=None,
                  random_state=None, accountant=None):
         self.epsilon = epsilon
         self.delta = delta
@@ -436,7 +439,7 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
     }
 
     def __init__(self, *, epsilon=1.0, delta=None, feature_norm=1.0, norm_bound=10.0,
-                 fit_intercept=True, max_iter=None, method="noisy_gd",
+                 fit_intercept=True, max_iter=None, method="auto",
                  projection_dim=None, l2_regularization=None, classes=None,
                  random_state=None, accountant=None):
         self.epsilon = epsilon
