@@ -201,11 +201,12 @@ def public_problem(loss, n, d):
 def rule(loss, n, d, epsilon):
     """``(choice, bounds)`` of the auto rule at a point: public quantities only.
 
-    The estimators pass their default number of steps to the rule, so does this.
+    The diagnostic ``risk_bounds`` takes the estimators' default number of
+    steps; the rule itself needs no step count.
     """
     problem, delta = public_problem(loss, n, d), default_delta(n)
     max_iter = default_max_iter(n, gdp_mu(epsilon, delta))
-    return (choose_method(problem, epsilon, delta, max_iter=max_iter),
+    return (choose_method(problem, epsilon, delta),
             risk_bounds(problem, epsilon, delta, max_iter=max_iter))
 
 

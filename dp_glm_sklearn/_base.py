@@ -158,7 +158,8 @@ class _BaseDPGLM(BaseEstimator):
         options = dict(max_iter=max_iter, projection_dim=self.projection_dim,
                        l2=self.l2_regularization)
         # "auto" is resolved by a pure rule of public quantities (SPEC 4.4).
-        method = resolve(self.method, problem, epsilon, delta, **options)
+        method = resolve(self.method, problem, epsilon, delta,
+                         projection_dim=self.projection_dim)
         calibration = calibrate(method, problem, epsilon, delta, **options)
 
         try:

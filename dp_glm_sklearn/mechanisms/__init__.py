@@ -28,7 +28,7 @@ from .output_perturbation import output_perturbation as _train_output_perturbati
 MECHANISMS = ("noisy_gd", "jl", "output_perturbation", "auto")
 
 
-def resolve(method, problem, epsilon, delta, *, max_iter=None, projection_dim=None, l2=None):
+def resolve(method, problem, epsilon, delta, *, projection_dim=None):
     """The concrete mechanism for ``method`` (``"auto"``: :func:`.auto.choose_method`).
 
     ``epsilon = inf`` trains without noise whatever the method
@@ -37,8 +37,7 @@ def resolve(method, problem, epsilon, delta, *, max_iter=None, projection_dim=No
     if not np.isfinite(epsilon):
         return "non_private"
     if method == "auto":
-        return choose_method(problem, epsilon, delta, max_iter=max_iter,
-                             projection_dim=projection_dim, l2=l2)
+        return choose_method(problem, epsilon, delta, projection_dim=projection_dim)
     if method not in MECHANISMS:
         raise ValueError(f"Unknown method {method!r}; expected one of {MECHANISMS}.")
     return method

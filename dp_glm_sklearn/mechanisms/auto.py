@@ -584,7 +584,7 @@ def regularization_objective(problem, mu, l2):
     ``lambda B**2 / 2 + min(H K sigma**2 / 2, G_glob sqrt(K) sigma)`` with
     ``sigma = 2 G (1 + 2 r) / (lambda n mu)`` (r the certified accuracy
     ratio): the theorems' constant ``lambda ||w*||**2 / 2`` for the
-    regularization bias.  :func:`default_l2` minimizes it; the rule evaluates
+    regularization bias.  :func:`default_l2` minimizes it; :func:`risk_bounds` evaluates
     the tighter :func:`output_perturbation_risk_bound` at the lambda so
     chosen.
     """
@@ -732,7 +732,7 @@ def theorem_bounds(problem, epsilon, delta, *, projection_dim=None):
     }
 
 
-def choose_method(problem, epsilon, delta, *, max_iter=None, projection_dim=None, l2=None):
+def choose_method(problem, epsilon, delta, *, projection_dim=None):
     """The rule of ``method="auto"`` (SPEC 4.4): Noisy GD or JL, by Theorems 1 and 2.
 
     Picks the smaller of :func:`theorem_bounds`: Theorem 1's rate of Noisy
@@ -778,10 +778,10 @@ def choose_method(problem, epsilon, delta, *, max_iter=None, projection_dim=None
         Public description of the problem (no data).
     epsilon, delta : float
         Target privacy of the fit (epsilon finite).
-    max_iter, projection_dim, l2 : int, int, float or None, default=None
-        The estimator's settings of T, k and lambda.  Only ``projection_dim``
-        enters the rule (the JL method's k; ``None``: Theorem 2's); T and
-        lambda do not (the rule compares the theorems' rates).
+    projection_dim : int or None, default=None
+        The estimator's JL dimension k (``None``: Theorem 2's).  The number
+        of steps and the regularization do not enter the rule: it compares
+        the theorems' rates, each at its own optimal T.
 
     Returns
     -------
