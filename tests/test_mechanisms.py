@@ -522,7 +522,10 @@ def test_auto_is_the_default_and_trains_exactly_the_chosen_mechanism(d, expected
 
 @pytest.mark.parametrize("Est", [DPLinearRegression, DPHuberRegressor, DPLogisticRegression])
 def test_every_estimator_defaults_to_auto(Est):
-    assert Est().method == "auto"
+    """Left at its default, every estimator uses Noisy GD in low dimension, JL in high."""
+    for d, expected in ((3, "noisy_gd"), (2000, "jl")):
+        X, y = _data(Est, n=300, d=d)
+        assert _est(Est).fit(X, y).method_ == expected
 
 
 def test_auto_follows_table_1():
