@@ -116,17 +116,22 @@ SETUPS = {
 }
 
 
-def run(name, epsilons, *, n_splits, n_seeds, search_kwargs):
-    """Test metrics ``{(kind, eps): array}`` for one data set."""
-    spec = SETUPS[name]
-    X, y = spec["load"](return_X_y=True)
-    Est, public = spec["estimator"], spec["public"]
-    grid = list(ParameterGrid(spec["grid"]))
-    out = {}
+def _splits(name, n_splits):
+    """The benchmark's random 75/25 splits, standardized on the training part."""
+    X, y = SETUPS[name]["load"](return_X_y=True)
     for split in range(n_splits):
         X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.25, random_state=split)
         scaler = StandardScaler().fit(X_tr)
-        X_tr, X_te = scaler.transform(X_tr), scaler.transform(X_te)
+        yield scaler.transform(X_tr), scaler.transform(X_te), y_tr, y_te
+
+
+def run(name, epsilons, *, n_splits, n_seeds, search_kwargs):
+    """Test metrics ``{(kind, eps): array}`` for one data set."""
+    spec = SETUPS[name]
+    Est, public = spec["estimator"], spec["public"]
+    grid = list(ParameterGrid(spec["grid"]))
+    out = {}
+    for split, (X_tr, X_te, y_tr, y_te) in enumerate(_splits(name, n_splits)):
         for eps in epsilons:
             for seed in range(n_seeds):
                 state = split * n_seeds + seed
@@ -215,14 +220,10 @@ def transfer(name, eps, *, n_splits, n_seeds):
     the candidates' budget, by more than the spread of one candidate's metric.
     """
     spec = SETUPS[name]
-    X, y = spec["load"](return_X_y=True)
     Est, public = spec["estimator"], spec["public"]
     grid = list(ParameterGrid(spec["grid"]))
     out = {}
-    for split in range(n_splits):
-        X_tr, X_te, y_tr, y_te = train_test_split(X, y, test_size=0.25, random_state=split)
-        scaler = StandardScaler().fit(X_tr)
-        X_tr, X_te = scaler.transform(X_tr), scaler.transform(X_te)
+    for split, (X_tr, X_te, y_tr, y_te) in enumerate(_splits(name, n_splits)):
         # The budgets (public functions of n, K, epsilon), read off one search.
         search = DPGridSearchCV(Est(**public), spec["grid"], epsilon=eps, delta=DELTA,
                                 refit=True, random_state=split).fit(X_tr, y_tr)
