@@ -22,7 +22,7 @@ from sklearn.base import BaseEstimator, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
-from ._objective import GLMObjective, PublicProblem, canonical_rows
+from ._objective import GLMObjective, PublicProblem
 from .mechanisms import MECHANISMS, calibrate, resolve, train
 from .mechanisms.noisy_gd import default_max_iter
 from .privacy.accountant import (
@@ -142,7 +142,6 @@ class _BaseDPGLM(BaseEstimator):
             self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
             y_numeric=not self._is_classifier(),
         )
-        X = canonical_rows(X)  # clipping (here and in JL's projection) must see whole rows
         loss, y_enc, y_bound, y_offset = self._encode_targets(y)
         problem = PublicProblem(
             loss=loss,

@@ -157,6 +157,8 @@ class GLMObjective:
 
     def __init__(self, problem, X, y):
         self.problem = problem
+        # The one place rows are made canonical: the clipping here and JL's
+        # projection (of objective.X) see whole rows.
         self.X = X = canonical_rows(X)
         self.y = y
         norms = _row_norms_float64(X)
