@@ -23,13 +23,10 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
 
 from ._objective import GLMObjective, PublicProblem
+from ._warn import warn_user
 from .mechanisms import MECHANISMS, calibrate, resolve, train
 from .mechanisms.noisy_gd import default_max_iter
-from .privacy.accountant import (
-    PrivacyAccountant,
-    _user_default_accountant,
-    get_default_accountant,
-)
+from .privacy.accountant import PrivacyAccountant, _DefaultAccountantMixin
 from .privacy.calibration import gdp_mu
 from .privacy.events import GaussianEvent, compose
 
@@ -49,11 +46,12 @@ def _rng(random_state):
     if isinstance(random_state, np.random.Generator):
         return random_state
     if isinstance(random_state, np.random.RandomState):
-        return np.random.default_rng(random_state.randint(np.iinfo(np.int32).max))
+        # 128 bits drawn from it: a 31-bit seed would leave 2**31 noise draws to try.
+        return np.random.default_rng(random_state.randint(2**32, size=4, dtype=np.uint64))
     return np.random.default_rng(random_state)
 
 
-class _BaseDPGLM(BaseEstimator):
+class _BaseDPGLM(_DefaultAccountantMixin, BaseEstimator):
     """Base class of the DP GLM estimators; not for direct use."""
 
     _parameter_constraints: dict = {
@@ -75,24 +73,41 @@ class _BaseDPGLM(BaseEstimator):
         """Return ``(loss, y_encoded, y_bound, y_offset)``; set label attributes."""
         raise NotImplementedError
 
+    def _check_targets(self, y, *, warn=True):
+        """Raise on labels the estimator cannot train on (before any charge)."""
+        raise NotImplementedError
+
+    def _validated(self, X, y, *, warn=True):
+        """``(X, y)`` validated for ``fit``; bad input raises here, before the charge.
+
+        Sets ``n_features_in_`` (and ``feature_names_in_``) for this X, as
+        scikit-learn's ``validate_data`` does.  ``warn=False`` silences the
+        warning of a classifier reading its classes from y.
+        """
+        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
+                             y_numeric=not self._is_classifier())
+        self._check_targets(y, warn=warn)
+        return X, y
+
     # -- the template -------------------------------------------------------
     def _accountant(self):
         if self.accountant is not None:
             return self.accountant
-        pickled = self.__dict__.get("_pickled_default_accountant")
-        if pickled is not None and pickled.detached:
-            # Unpickled in another process (a joblib worker): the user's
-            # default lives in the parent; charging this worker's own default
-            # would lose the charge, so use the detached copy, which refuses.
-            return pickled
-        return get_default_accountant()
+        return self._default_accountant()
 
-    def __getstate__(self):
-        state = super().__getstate__()
-        user_default = _user_default_accountant()
-        if self.accountant is None and user_default is not None:
-            state["_pickled_default_accountant"] = user_default
-        return state
+    def _warn_unused_options(self, method, n_features):
+        """Say so when an option does nothing for the method that trains."""
+        unused = []
+        if self.projection_dim is not None and method != "jl":
+            unused.append(f"projection_dim is used by method='jl' only, not {method!r}")
+        elif self.projection_dim is not None and self.projection_dim >= n_features:
+            unused.append(f"projection_dim={self.projection_dim} >= n_features={n_features}: "
+                          "'jl' does not project and trains as Noisy GD")
+        if self.l2_regularization is not None and method != "output_perturbation":
+            unused.append("l2_regularization is used by method='output_perturbation' only, "
+                          f"not {method!r}")
+        for message in unused:
+            warn_user(f"{type(self).__name__}: {message}.", UserWarning)
 
     def _target_privacy(self, n_samples):
         delta = default_delta(n_samples) if self.delta is None else float(self.delta)
@@ -128,20 +143,13 @@ class _BaseDPGLM(BaseEstimator):
         accountant.check([GaussianEvent(mu=gdp_mu(epsilon, delta))])
         if isinstance(self.norm_bound, str):
             # "auto": the paper's private grid search over B (SPEC 5), one
-            # Gaussian event of the same total cost.  The data are validated
-            # here first (as on the direct path: bad input raises before the
-            # search charges anything; n_features_in_ and feature_names_in_
-            # are reset for this X).
-            validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
-                          y_numeric=not self._is_classifier())
+            # Gaussian event of the same total cost; the search validates the
+            # data before it charges anything, as the direct path does here.
             from .model_selection._search import fit_auto_norm_bound
 
             return fit_auto_norm_bound(self, X, y)
 
-        X, y = validate_data(
-            self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
-            y_numeric=not self._is_classifier(),
-        )
+        X, y = self._validated(X, y)
         loss, y_enc, y_bound, y_offset = self._encode_targets(y)
         problem = PublicProblem(
             loss=loss,
@@ -159,6 +167,7 @@ class _BaseDPGLM(BaseEstimator):
         # "auto" is resolved by a pure rule of public quantities (SPEC 4.4).
         method = resolve(self.method, problem, epsilon, delta,
                          projection_dim=self.projection_dim)
+        self._warn_unused_options(method, problem.n_features)
         calibration = calibrate(method, problem, epsilon, delta, **options)
 
         try:

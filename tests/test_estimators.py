@@ -289,3 +289,16 @@ def test_fit_does_not_modify_parameters():
     before = reg.get_params()
     reg.fit(X, y)
     assert reg.get_params() == before
+
+
+@pytest.mark.parametrize("params, method, match", [
+    (dict(projection_dim=2), "noisy_gd", "projection_dim is used by method='jl' only"),
+    (dict(projection_dim=3), "jl", "does not project"),
+    (dict(l2_regularization=0.1), "jl", "l2_regularization is used by"),
+])
+def test_an_option_the_method_does_not_use_is_flagged(params, method, match):
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(200, 3)), rng.normal(size=200)
+    with pytest.warns(UserWarning, match=match) as record:
+        DPLinearRegression(method=method, **params).fit(X, y)
+    assert record[0].filename == __file__  # reported at the caller's line

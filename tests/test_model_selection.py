@@ -2,6 +2,7 @@
 
 import math
 import pickle
+import warnings
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from dp_glm_sklearn import (
     DPLogisticRegression,
     DPRandomizedSearchCV,
     PrivacyAccountant,
+    PrivacyLeakWarning,
     default_accountant,
 )
 from dp_glm_sklearn.model_selection import _search
@@ -830,3 +832,152 @@ def test_boosting_refuses_an_invalid_estimator_before_any_charge(clf_data):
     with pytest.raises(ValueError, match="norm_bound"):
         boost.fit(*clf_data)
     assert acc.history == []
+
+
+# -- bad input releases nothing: every wrapper validates before it charges ----------------
+_WRAPPERS = {
+    "grid": lambda est, acc: DPGridSearchCV(est, {"norm_bound": [1.0, 3.0]}, epsilon=1.0,
+                                            delta=DELTA, accountant=acc),
+    "random": lambda est, acc: DPRandomizedSearchCV(est, {"norm_bound": [1.0, 3.0]},
+                                                    mean_candidates=2.0, epsilon=1.0,
+                                                    delta=DELTA, accountant=acc),
+    "boosting": lambda est, acc: DPConfidenceBoosting(est, n_models=2, epsilon=1.0,
+                                                      delta=DELTA, accountant=acc),
+    "auto": lambda est, acc: est.set_params(norm_bound="auto", epsilon=1.0, delta=DELTA,
+                                            accountant=acc),
+    "pipeline": lambda est, acc: DPGridSearchCV(
+        Pipeline([("scale", Normalizer()), ("dp", est)]), {"dp__norm_bound": [1.0, 3.0]},
+        epsilon=1.0, delta=DELTA, accountant=acc),
+}
+
+
+def _with_nan(X):
+    X = np.array(X, dtype=float)
+    X[5, 1] = np.nan
+    return X
+
+
+_BAD_INPUTS = {
+    "nan in X": (_reg, lambda X, y: (_with_nan(X), y), "NaN"),
+    "1-d X": (_reg, lambda X, y: (X[:, 0], y), "2D array"),
+    "string labels for a regressor": (_reg, lambda X, y: (X, np.array(["a"] * len(y))),
+                                      "numeric"),
+    "label outside the declared classes": (
+        lambda: _clf(), lambda X, y: (X, np.where(np.arange(len(y)) == 7, 5, y > 0)),
+        "declared 'classes'"),
+    "lengths differ": (_reg, lambda X, y: (X, y[:-3]), "inconsistent numbers"),
+}
+
+
+@pytest.mark.parametrize("wrapper", sorted(_WRAPPERS))
+@pytest.mark.parametrize("case", sorted(_BAD_INPUTS))
+def test_bad_input_is_refused_before_any_charge(reg_data, wrapper, case):
+    make_estimator, corrupt, match = _BAD_INPUTS[case]
+    X, y = corrupt(*reg_data)
+    acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
+    wrapped = _WRAPPERS[wrapper](make_estimator(), acc)
+    with pytest.raises(ValueError, match=match):
+        wrapped.fit(X, y)
+    assert acc.history == []
+
+
+@pytest.mark.parametrize("make, scoring, match", [
+    (_reg, "accuracy", "needs a classifier"),
+    (lambda: _clf(), "neg_mean_absolute_error", "public 'y_bound'"),
+])
+def test_scoring_that_does_not_fit_the_estimator_is_refused_before_any_charge(
+        clf_data, make, scoring, match):
+    acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
+    search = DPGridSearchCV(make(), GRID, scoring=scoring, epsilon=1.0, delta=DELTA,
+                            accountant=acc)
+    with pytest.raises(ValueError, match=match):
+        search.fit(*clf_data)
+    assert acc.history == []
+
+
+@pytest.mark.parametrize("distributions, match", [
+    ({"norm_bound": [1.0, -2.0]}, "norm_bound"),
+    ({"no_such_parameter": [1.0]}, "no_such_parameter"),
+])
+def test_randomized_search_checks_every_listed_value_before_any_charge(
+        reg_data, distributions, match):
+    # Without the check, [1.0, -2.0] failed only for seeds that drew -2.0.
+    for seed in range(4):
+        acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
+        search = DPRandomizedSearchCV(_reg(), distributions, mean_candidates=2.0,
+                                      epsilon=1.0, delta=DELTA, accountant=acc,
+                                      random_state=seed)
+        with pytest.raises(ValueError, match=match):
+            search.fit(*reg_data)
+        assert acc.history == []
+
+
+def test_undeclared_classes_are_read_once_with_one_warning_at_the_callers_line():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 3))
+    y = np.where(X[:, 0] > 0, 1, 0)
+    y[0] = 2  # a class of one record: absent from most chunks and parts
+    for wrapper in ("grid", "boosting", "auto"):
+        est = DPLogisticRegression(feature_norm=4.0, max_iter=5)
+        with pytest.warns(Warning) as record:
+            fitted = _WRAPPERS[wrapper](est, PrivacyAccountant()).fit(X, y)
+        leaks = [w for w in record if issubclass(w.category, PrivacyLeakWarning)]
+        assert len(leaks) == 1, wrapper
+        assert leaks[0].filename == __file__, wrapper
+        best = fitted if wrapper == "auto" else fitted.best_estimator_
+        np.testing.assert_array_equal(best.classes_, [0, 1, 2])
+
+
+def test_a_budget_set_on_the_wrapped_estimator_is_flagged(reg_data):
+    with pytest.warns(UserWarning, match=r"epsilon=5\.0 is ignored") as record:
+        DPGridSearchCV(_reg(epsilon=5.0), GRID, epsilon=1.0, delta=DELTA,
+                       accountant=PrivacyAccountant()).fit(*reg_data)
+    assert record[0].filename == __file__
+    # The defaults, or the wrapper's own values, are not flagged.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DPGridSearchCV(_reg(epsilon=1.0, delta=DELTA), GRID, epsilon=1.0, delta=DELTA,
+                       accountant=PrivacyAccountant()).fit(*reg_data)
+        _reg(norm_bound="auto", epsilon=2.0, random_state=3,
+             accountant=PrivacyAccountant()).fit(*reg_data)
+
+
+def test_auto_norm_bound_is_recorded_under_the_estimators_name(reg_data):
+    acc = PrivacyAccountant()
+    _reg(norm_bound="auto", accountant=acc).fit(*reg_data)
+    (record,) = acc.history
+    assert record.source.startswith("DPLinearRegression(norm_bound='auto', K=")
+
+
+@pytest.mark.parametrize("wrapper", ["grid", "boosting"])
+def test_a_user_installed_default_reaches_process_workers(reg_data, wrapper):
+    # cross_val_score clones the wrapper in each loky worker; the clone must
+    # still refuse (its default is the parent's, detached there) rather than
+    # charge the worker's own unlimited default.
+    from sklearn.model_selection import cross_val_score
+
+    budget = PrivacyAccountant(epsilon=1.0, delta=DELTA)
+    with default_accountant(budget):
+        wrapped = _WRAPPERS[wrapper](_reg(), None)
+        with pytest.raises(RuntimeError, match="another process"):
+            cross_val_score(wrapped, *reg_data, cv=2, n_jobs=2, error_score="raise")
+    assert budget.history == []
+
+
+def test_child_seeds_keep_the_entropy_of_a_generator():
+    rng = np.random.default_rng(0)
+    ints = _search._child_seeds(rng, 3, 7)
+    assert all(isinstance(s, int) for s in ints)
+    gens = _search._child_seeds(rng, 3, np.random.default_rng())
+    assert all(isinstance(g, np.random.Generator) for g in gens)
+    assert _search._child_seeds(rng, 2, None) == [None, None]
+
+
+def test_search_exposes_feature_names(reg_data):
+    pd = pytest.importorskip("pandas")
+    X, y = reg_data
+    frame = pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])])
+    search = DPGridSearchCV(_reg(), GRID, epsilon=1.0, delta=DELTA,
+                            accountant=PrivacyAccountant()).fit(frame, y)
+    np.testing.assert_array_equal(search.feature_names_in_, frame.columns)
+    assert not hasattr(DPGridSearchCV(_reg(), GRID), "feature_names_in_")

@@ -1,6 +1,5 @@
 """The three DP estimators: each only picks a loss and encodes its labels."""
 
-import warnings
 from numbers import Real
 
 import numpy as np
@@ -10,6 +9,7 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 
 from .._base import _BaseDPGLM
+from .._warn import warn_user
 from ..losses import HuberLoss, LogisticLoss, MultinomialLoss, SquaredLoss
 from ..privacy.accountant import PrivacyLeakWarning
 
@@ -171,6 +171,12 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
 
     def _get_loss(self):
         raise NotImplementedError
+
+    def _check_targets(self, y, *, warn=True):
+        self._y_interval()  # a malformed y_bound raises before any charge
+        if not (np.issubdtype(y.dtype, np.number) or y.dtype == bool):
+            # validate_data converts object arrays only; strings would fail later.
+            raise ValueError(f"y must be numeric for {type(self).__name__}; got dtype {y.dtype}.")
 
     def _encode_targets(self, y):
         low, high = self._y_interval()
@@ -458,16 +464,21 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
     def _is_classifier(self):
         return True
 
-    def _encode_targets(self, y):
+    def _check_targets(self, y, *, warn=True):
+        """The classes: declared (every label must be one), or read from y.
+
+        Reading them from y warns (:class:`PrivacyLeakWarning`) unless
+        ``warn=False`` (a search reads them once and warns once).
+        """
         check_classification_targets(y)
         if self.classes is None:
             classes = np.unique(y)
-            warnings.warn(
-                "DPLogisticRegression read the set of classes from y, which reveals "
-                "which labels occur in the data; pass classes=[...] (public) to avoid it.",
-                PrivacyLeakWarning,
-                stacklevel=3,
-            )
+            if warn:
+                warn_user(
+                    "DPLogisticRegression read the set of classes from y, which reveals "
+                    "which labels occur in the data; pass classes=[...] (public) to avoid it.",
+                    PrivacyLeakWarning,
+                )
         else:
             classes = np.unique(np.asarray(self.classes))
             # The message names the public classes only: echoing the offending
@@ -482,6 +493,10 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
                 "DPLogisticRegression needs samples of at least 2 classes; got 1 class: "
                 f"{classes.tolist()}."
             )
+        return classes
+
+    def _encode_targets(self, y):
+        classes = self._check_targets(y, warn=False)  # fit's _validated warned
         self.classes_ = classes
         codes = np.searchsorted(classes, y).astype(np.float64)
         if classes.size == 2:

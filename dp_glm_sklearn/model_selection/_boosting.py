@@ -39,7 +39,7 @@ import numpy as np
 from sklearn.base import _fit_context
 from sklearn.utils import _safe_indexing
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import _num_samples, indexable
+from sklearn.utils.validation import _num_samples
 
 from .._base import _rng, default_delta
 from ..privacy.calibration import gdp_mu
@@ -265,7 +265,6 @@ class DPConfidenceBoosting(_BaseDPSearch):
         slot = _find_dp_slot(self.estimator)
         _validate_candidates(self.estimator, [{}], slot)  # before anything is charged
         accountant = self._accountant(slot)
-        X, y = indexable(X, y)
         n_samples = _num_samples(X)
         m = self.n_models
         if n_samples < m + 1:
@@ -274,15 +273,18 @@ class DPConfidenceBoosting(_BaseDPSearch):
                 f"model and one held out); got n_samples={n_samples}."
             )
         plan = self._plan(n_samples)
-        # Before any data value is read: one charge for the whole fit.
+        accountant.check(plan["events"])  # before any data value is read
+        X, y, fixed = self._prepare(slot, X, y)  # bad input raises before the charge
+        # One charge for the whole fit.
         accountant.spend(plan["events"], source=f"{type(self).__name__}(n_models={m})")
 
         rng = _rng(self.random_state)
         chunks = np.array_split(rng.permutation(n_samples), m + 1)
-        fixed = {slot.key("epsilon"): plan["candidate_epsilon"], slot.key("delta"): plan["delta"]}
+        budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
+                  slot.key("delta"): plan["delta"]}
         seeds = _child_seeds(rng, m, self.random_state)
         fitted = self._fit_jobs(slot, [
-            ({}, fixed, _safe_indexing(X, chunk), _safe_indexing(y, chunk), seed)
+            ({}, budget, _safe_indexing(X, chunk), _safe_indexing(y, chunk), seed)
             for chunk, seed in zip(chunks[:m], seeds, strict=True)
         ])
         for est in fitted:

@@ -61,6 +61,7 @@ selection probability (all are functions of unnoised data) is stored or
 shown anywhere.
 """
 
+import inspect
 import math
 from dataclasses import dataclass
 from numbers import Integral, Real
@@ -73,10 +74,19 @@ from sklearn.pipeline import Pipeline
 from sklearn.utils import _safe_indexing, get_tags
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
-from sklearn.utils.validation import _num_samples, check_is_fitted, indexable
+from sklearn.utils.validation import (
+    _num_samples,
+    check_consistent_length,
+    check_is_fitted,
+    indexable,
+)
 
 from .._base import _rng, default_delta
-from ..privacy.accountant import PrivacyAccountant, get_default_accountant
+from .._warn import warn_user
+from ..privacy.accountant import (
+    PrivacyAccountant,
+    _DefaultAccountantMixin,
+)
 from ..privacy.calibration import gdp_epsilon, gdp_mu
 from ..privacy.events import GaussianEvent, RandomStoppingEvent, compose, total_mu
 from ..privacy.noise import add_gaussian_noise
@@ -130,12 +140,17 @@ def _child_seeds(rng, count, random_state):
     With ``random_state=None`` every candidate draws its noise from its own
     OS-seeded generator (``None``): deriving 32-bit integer seeds from one
     generator would put all the candidates' noise in a space of 2**32 values,
-    small enough to search. An explicit ``random_state`` (for reproducibility,
-    not for releases) derives integer seeds from ``rng``.
+    small enough to search. An integer ``random_state`` (for reproducibility,
+    not for releases) derives 32-bit integer seeds from ``rng``; a Generator
+    or RandomState derives generators with 128-bit seeds.
     """
     if random_state is None:
         return [None] * count
-    return [int(seed) for seed in rng.integers(2**32, size=count)]
+    if isinstance(random_state, Integral):
+        return [int(seed) for seed in rng.integers(2**32, size=count)]
+    # A Generator or RandomState (maybe OS-seeded): keep its entropy, 128
+    # bits per child, rather than cutting it down to 32-bit seeds.
+    return [np.random.default_rng(rng.integers(2**32, size=4)) for _ in range(count)]
 
 
 # -- the DP estimator inside the searched estimator --------------------------------------
@@ -196,6 +211,51 @@ def _check_grid_keys(candidates, slot):
                 f"The parameter grid may not set {bad}: the search sets the budget "
                 "of every candidate itself."
             )
+
+
+#: Parameters of the DP estimator that a search sets for every fit it makes.
+_SET_BY_SEARCH = ("epsilon", "delta", "random_state")
+
+
+def _search_defaults(owner):
+    """The constructor defaults of the parameters in :data:`_SET_BY_SEARCH`."""
+    parameters = inspect.signature(type(owner)).parameters
+    return {k: parameters[k].default for k in _SET_BY_SEARCH if k in parameters}
+
+
+def _warn_overridden(search, owner):
+    """Warn when the wrapped estimator sets a parameter the search overrides
+    (to neither its default nor the search's own value)."""
+    def differs(value, other):
+        return value is not other and not (np.isscalar(value) and value == other)
+
+    set_ = [f"{k}={getattr(owner, k)!r}" for k, default in _search_defaults(owner).items()
+            if differs(getattr(owner, k), default)
+            and differs(getattr(owner, k), getattr(search, k, default))]
+    if set_:
+        warn_user(
+            f"{type(search).__name__} sets epsilon, delta and random_state of every fit "
+            f"it makes from its own parameters; the estimator's {', '.join(set_)} "
+            "is ignored.",
+            UserWarning,
+        )
+
+
+def _check_scoring(estimator, slot, scoring):
+    """Raise if ``scoring`` cannot be computed for ``estimator`` (before any charge)."""
+    owner = slot.owner(estimator)
+    if scoring == "accuracy" and not is_classifier(estimator):
+        raise ValueError(
+            f"scoring='accuracy' needs a classifier; got {type(estimator).__name__}. "
+            f"Use one of {[s for s in SCORINGS if s != 'accuracy']}."
+        )
+    if scoring in ("neg_mean_absolute_error", "neg_mean_squared_error"):
+        _regression_interval(owner, scoring)
+    if scoring == "loss" and slot.prefix and not (
+            isinstance(estimator, Pipeline) and estimator.steps[-1][1] is owner):
+        raise ValueError(
+            "scoring='loss' needs the DP estimator itself or a Pipeline ending in it."
+        )
 
 
 # -- bounded validation scores ---------------------------------------------------
@@ -262,11 +322,7 @@ def _validation_losses(estimator, slot, scoring, X, y):
         return losses, 1.0
     owner = slot.owner(estimator)
     if scoring == "loss":
-        if slot.prefix:
-            if not (isinstance(estimator, Pipeline) and estimator.steps[-1][1] is owner):
-                raise ValueError(
-                    "scoring='loss' needs the DP estimator itself or a Pipeline ending in it."
-                )
+        if slot.prefix:  # a Pipeline ending in the DP estimator (_check_scoring)
             X = estimator[:-1].transform(X)
         bound = _glm_loss_bound(owner)
         losses = _glm_losses(owner, X, y)
@@ -442,7 +498,7 @@ _SHARED_ATTRIBUTES = """best_estimator_ : estimator
         Epsilon of the selection (pure DP, and bounded-range: see Notes)."""
 
 
-class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
+class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
     """Machinery shared by the DP searches; not for direct use."""
 
     _parameter_constraints: dict = {
@@ -471,7 +527,39 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
                     "give the accountant to one of them."
                 )
             return self.accountant
-        return slot.accountant if slot.accountant is not None else get_default_accountant()
+        return slot.accountant if slot.accountant is not None else self._default_accountant()
+
+    def _prepare(self, slot, X, y):
+        """Check everything bad input could break, before the charge.
+
+        Returns ``(X, y, fixed)``: X and y made indexable, and the parameters
+        every fit gets besides its budget.  A classifier that does not declare
+        its classes gets them here, read from y once (one
+        :class:`PrivacyLeakWarning`, and every candidate knows every class,
+        even one absent from its part of the data).  X is validated as the DP
+        estimator will see it: directly, or after the preprocessing steps of a
+        Pipeline ending in it (fitted here on a clone, then thrown away).
+        """
+        owner = slot.owner(self.estimator)
+        _warn_overridden(self, owner)
+        _check_scoring(self.estimator, slot, self._scoring())
+        X, y = indexable(X, y)
+        check_consistent_length(X, y)
+        if not hasattr(owner, "_validated"):
+            return X, y, {}
+        if not slot.prefix:
+            Xt = X
+        elif isinstance(self.estimator, Pipeline) and self.estimator.steps[-1][1] is owner:
+            head = self.estimator[:-1]
+            Xt = clone(head).fit_transform(X, y) if len(head) else X
+        else:  # nested otherwise: y may be transformed too; the fits validate
+            return X, y, {}
+        probe = clone(owner)
+        _, y_checked = probe._validated(Xt, y, warn=False)
+        if is_classifier(owner) and owner.get_params().get("classes", False) is None:
+            classes = probe._check_targets(y_checked, warn=True)
+            return X, y, {slot.key("classes"): classes}
+        return X, y, {}
 
     def _split(self, n_samples, rng):
         n_val = int(round(self.validation_fraction * n_samples))
@@ -512,9 +600,9 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
             sensitivities.append(bound / n_val)
         return np.asarray(utilities), np.asarray(sensitivities)
 
-    def _refit(self, params, slot, X, y, mu, delta, rng):
+    def _refit(self, params, slot, X, y, mu, delta, rng, fixed):
         epsilon, mu_paid = _candidate_privacy(mu, delta)
-        fixed = {slot.key("epsilon"): epsilon, slot.key("delta"): delta}
+        fixed = {**fixed, slot.key("epsilon"): epsilon, slot.key("delta"): delta}
         (est,) = self._fit_all(slot, [params], fixed, X, y, _child_seeds(rng, 1, self.random_state))
         _check_prepaid(est, slot, mu_paid)
         return est
@@ -590,6 +678,17 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
             ) from exc
         return self.best_estimator_.n_features_in_
 
+    @property
+    def feature_names_in_(self):
+        """Names of the features seen during ``fit`` (when X had string column names)."""
+        try:
+            check_is_fitted(self)
+        except Exception as exc:  # NotFittedError: hasattr must be False
+            raise AttributeError(
+                f"{type(self).__name__} object has no feature_names_in_ attribute."
+            ) from exc
+        return self.best_estimator_.feature_names_in_
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         sub = get_tags(self.estimator)
@@ -597,7 +696,6 @@ class _BaseDPSearch(MetaEstimatorMixin, BaseEstimator):
         tags.classifier_tags = sub.classifier_tags
         tags.regressor_tags = sub.regressor_tags
         tags.input_tags.sparse = sub.input_tags.sparse
-        tags.non_deterministic = True
         return tags
 
 
@@ -766,18 +864,21 @@ class DPGridSearchCV(_BaseDPSearch):
         _check_grid_keys(candidates, slot)
         _validate_candidates(self.estimator, candidates, slot)
         accountant = self._accountant(slot)
-        X, y = indexable(X, y)
         n_samples = _num_samples(X)
         plan = self._plan(len(candidates), n_samples)
-        # Before any data value is read: one charge for the whole fit.
-        accountant.spend(plan["events"], source=f"{type(self).__name__}(K={len(candidates)})")
+        accountant.check(plan["events"])  # before any data value is read
+        X, y, fixed = self._prepare(slot, X, y)  # bad input raises before the charge
+        # One charge for the whole fit.
+        source = getattr(self, "_ledger_source", f"{type(self).__name__}(K={len(candidates)})")
+        accountant.spend(plan["events"], source=source)
 
         rng = _rng(self.random_state)
         train, val = self._split(n_samples, rng)
         X_tr, y_tr = _safe_indexing(X, train), _safe_indexing(y, train)
         X_val, y_val = _safe_indexing(X, val), _safe_indexing(y, val)
-        fixed = {slot.key("epsilon"): plan["candidate_epsilon"], slot.key("delta"): plan["delta"]}
-        fitted = self._fit_all(slot, candidates, fixed, X_tr, y_tr,
+        budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
+                  slot.key("delta"): plan["delta"]}
+        fitted = self._fit_all(slot, candidates, budget, X_tr, y_tr,
                                _child_seeds(rng, len(candidates), self.random_state))
         for est in fitted:
             _check_prepaid(est, slot, plan["mu_candidate"])
@@ -789,7 +890,7 @@ class DPGridSearchCV(_BaseDPSearch):
         best_estimator = fitted[best]
         if self.refit:
             best_estimator = self._refit(candidates[best], slot, X, y, plan["mu_refit"],
-                                         plan["delta"], rng)
+                                         plan["delta"], rng, fixed)
         self.best_index_ = int(best)
         self.best_params_ = dict(candidates[best])
         self.best_estimator_ = _restore_accountant(best_estimator, slot, self.accountant)
@@ -835,6 +936,19 @@ def _check_distributions(param_distributions):
                     f"sequence or a distribution with an rvs method; got {values!r}."
                 )
     return dists
+
+
+def _validate_distributions(estimator, dists, slot):
+    """Check every listed value (and one draw of every distribution) before the charge.
+
+    A bad value would otherwise raise only if it happened to be drawn, after
+    the whole budget was spent.
+    """
+    check_rng = np.random.default_rng(0)  # public, data-independent draws
+    for dist in dists:
+        for name, values in dist.items():
+            options = [values.rvs(random_state=check_rng)] if hasattr(values, "rvs") else values
+            _validate_candidates(estimator, [{name: value} for value in options], slot)
 
 
 def _sample_params(dists, rng):
@@ -1028,10 +1142,12 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         dists = _check_distributions(self.param_distributions)
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(dists, slot)
+        _validate_distributions(self.estimator, dists, slot)
         accountant = self._accountant(slot)
-        X, y = indexable(X, y)
         n_samples = _num_samples(X)
         plan = self._plan(n_samples)
+        accountant.check(plan["events"])  # before any data value is read
+        X, y, fixed = self._prepare(slot, X, y)  # bad input raises before the charge
         accountant.spend(plan["events"], source=f"{type(self).__name__}")
 
         rng = _rng(self.random_state)
@@ -1040,9 +1156,9 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         X_val, y_val = _safe_indexing(X, val), _safe_indexing(y, val)
         count = sample_stopping_count(self.mean_candidates, self.stopping, rng)
         candidates = [_sample_params(dists, rng) for _ in range(count)]
-        fixed = {slot.key("epsilon"): plan["candidate_epsilon"],
-                 slot.key("delta"): plan["delta_search"]}
-        fitted = self._fit_all(slot, candidates, fixed, X_tr, y_tr,
+        budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
+                  slot.key("delta"): plan["delta_search"]}
+        fitted = self._fit_all(slot, candidates, budget, X_tr, y_tr,
                                _child_seeds(rng, count, self.random_state))
         for est in fitted:
             _check_prepaid(est, slot, plan["mu_run"])
@@ -1057,7 +1173,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         best_estimator = fitted[best]
         if self.refit:
             best_estimator = self._refit(candidates[best], slot, X, y, plan["mu_refit"],
-                                         plan["delta"] / 2.0, rng)
+                                         plan["delta"] / 2.0, rng, fixed)
         self.best_index_ = 0
         self.best_params_ = dict(candidates[best])
         self.best_estimator_ = _restore_accountant(best_estimator, slot, self.accountant)
@@ -1149,7 +1265,8 @@ def fit_auto_norm_bound(estimator, X, y):
         y_bound = (high - low) / 2 if estimator.fit_intercept else max(abs(low), abs(high))
         smoothness, unit = estimator._get_loss().smoothness, y_bound / x_aug
     search = DPGridSearchCV(
-        clone(estimator).set_params(norm_bound=1.0, accountant=None),
+        clone(estimator).set_params(norm_bound=1.0, accountant=None,
+                                    **_search_defaults(estimator)),
         {"norm_bound": None},  # set below, once the split size is known
         epsilon=epsilon, delta=delta, refit=True, random_state=estimator.random_state,
         accountant=estimator._accountant(),
@@ -1157,6 +1274,8 @@ def fit_auto_norm_bound(estimator, X, y):
     n_train = n_samples - int(round(search.validation_fraction * n_samples))
     search.param_grid = {"norm_bound": auto_norm_bound_grid(max(n_train, 1), epsilon,
                                                             smoothness, unit)}
+    search._ledger_source = (f"{type(estimator).__name__}(norm_bound='auto', "
+                             f"K={len(search.param_grid['norm_bound'])})")
     search.fit(X, y)
     best = search.best_estimator_
     for name, value in vars(best).items():

@@ -407,6 +407,40 @@ def get_default_accountant():
         return _default_locked()
 
 
+class _DefaultAccountantMixin:
+    """For estimators with an ``accountant`` parameter: which default to charge.
+
+    A default installed with :func:`default_accountant` lives in this
+    process.  An estimator pickled for another process (a joblib worker)
+    carries it along (:meth:`__getstate__`); there it is detached and refuses
+    to spend, so a fit in the worker raises instead of charging the worker's
+    own, unlimited default.  Clones made in the worker (scikit-learn's
+    searches and ``cross_val_score`` clone what they were sent) inherit it
+    (:meth:`__sklearn_clone__`): without that, ``cross_val_score(search,
+    n_jobs=2)`` would run every fit unpaid.
+    """
+
+    def _default_accountant(self):
+        pickled = self.__dict__.get("_pickled_default_accountant")
+        if pickled is not None and pickled.detached:
+            return pickled
+        return get_default_accountant()
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        user_default = _user_default_accountant()
+        if self.accountant is None and user_default is not None:
+            state["_pickled_default_accountant"] = user_default
+        return state
+
+    def __sklearn_clone__(self):
+        new = super().__sklearn_clone__()
+        pickled = self.__dict__.get("_pickled_default_accountant")
+        if pickled is not None:
+            new._pickled_default_accountant = pickled
+        return new
+
+
 @contextmanager
 def default_accountant(accountant):
     """Make ``accountant`` the default accountant inside a ``with`` block.
