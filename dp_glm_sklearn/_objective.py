@@ -12,6 +12,7 @@ is fitted (last row: the coefficient of the constant public feature ``c``)
 and ``(d, K)`` otherwise.
 """
 
+import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -51,6 +52,10 @@ _N_GROUPS = 16
 _GRAM_MAX_PARAMS = 256
 
 
+#: Largest public bound (feature_norm, norm_bound, y_bound) a problem accepts.
+_MAX_BOUND = 1e100
+
+
 @dataclass(frozen=True)
 class PublicProblem:
     """Public description of a GLM training problem (no data).
@@ -78,6 +83,26 @@ class PublicProblem:
     intercept_feature: float
     y_bound: float
     norm_bound: float
+
+    def __post_init__(self):
+        # Infinite constants would calibrate infinite noise (or NaN) and
+        # disable the safety net (nothing exceeds G = inf), and bounds beyond
+        # 1e100 let scores overflow even on tamed rows (tame_rows): refuse
+        # them here, when the problem is built from the public parameters,
+        # before training.  A smoothness rounded to 0 (feature_norm ~1e-160)
+        # would divide by zero in the step size.
+        try:
+            finite = (math.isfinite(self.lipschitz) and 0 < self.smoothness < math.inf
+                      and max(self.feature_norm, self.norm_bound, self.y_bound) <= _MAX_BOUND)
+        except OverflowError:
+            finite = False
+        if not finite:
+            raise ValueError(
+                "The public bounds are too large: the gradient bound or the smoothness "
+                f"derived from feature_norm={self.feature_norm!r}, "
+                f"norm_bound={self.norm_bound!r} and y_bound={self.y_bound!r} is not a "
+                f"finite positive float, or a bound exceeds {_MAX_BOUND:g}. Rescale the data "
+                "so that the bounds are moderate.")
 
     @property
     def fit_intercept(self):
@@ -122,6 +147,63 @@ def canonical_rows(X):
     return X
 
 
+# Rows whose largest |entry| exceeds max(feature_norm, 1) * 2**_TAME_EXPONENT
+# are scaled down by tame_rows (see there).
+_TAME_EXPONENT = 128
+
+
+def tame_rows(X, feature_norm):
+    """X with every huge row scaled by a power of two (a copy only if there is one).
+
+    A row is huge when its largest |entry| m exceeds
+    ``limit = max(feature_norm, 1) * 2**128``; it is multiplied by the power of
+    two ``2**-e`` that brings m into ``[2, 4) * feature_norm``.  Its norm stays
+    above feature_norm, so the row is still clipped, and its clipped version
+    ``feature_norm * x / ||x||`` depends only on its direction, which a power
+    of two keeps exactly (barring the underflow of entries some 2**1000 times
+    smaller than m): training sees the same clipped row as before.
+
+    Why: a row such as ``[1.7e308, 1.7e308]`` (any entry above ~1e154) has an
+    infinite norm in float64, and large rows infinite scores ``x @ theta``
+    (computed before the clipping scale is applied); the scale is then 0 and
+    the gradient NaN (0 * inf), which one record would carry into the release.
+    After taming every entry is at most ``limit``, so squared norms (at most
+    ``d * limit**2``) are finite while feature_norm < ~1e115 / sqrt(d), scores
+    while ``||theta|| < ~1e269 / (max(feature_norm, 1) sqrt(d))``, and the
+    clipping scale (at least ``min(feature_norm, 1) * 2**-128 / sqrt(d)``) is
+    a normal float.
+
+    The limit is far above any sensible data, so X is normally neither copied
+    nor changed (two reductions over it, no temporary).  X of another dtype
+    (float32) is returned at once: its entries are below ``2**128 <= limit``.
+    Sparse X keeps its format (CSR or CSC).
+    """
+    if X.dtype != np.float64:
+        return X
+    limit = max(float(feature_norm), 1.0) * 2.0**_TAME_EXPONENT
+    data = X.data if sp.issparse(X) else X
+    if data.size == 0 or max(data.max(), -data.min()) <= limit:
+        return X  # the usual case
+    n = X.shape[0]
+    if sp.issparse(X):
+        X = X.copy() if X.format in ("csr", "csc") else X.tocsr()
+        rows = X.indices if X.format == "csc" else np.repeat(np.arange(n), np.diff(X.indptr))
+        m = np.zeros(n)
+        np.maximum.at(m, rows, np.abs(X.data))
+    else:
+        X = np.array(X)
+        m = np.maximum(X.max(axis=1), -X.min(axis=1))
+    # m * 2**-e in [2, 4) * feature_norm (up to rounding of the logs, which
+    # avoid m / feature_norm = inf).  ldexp is exact, 2**-e itself may underflow.
+    e = np.where(m > limit, np.floor(np.log2(m) - np.log2(feature_norm)) - 1, 0).astype(int)
+    if sp.issparse(X):
+        X.data = np.ldexp(X.data, -e[rows])
+    else:
+        big = e > 0
+        X[big] = np.ldexp(X[big], -e[big, None])
+    return X
+
+
 def _row_norms_float64(X, block_rows=2**14):
     """Euclidean row norms computed in float64 whatever X's dtype.
 
@@ -157,9 +239,9 @@ class GLMObjective:
 
     def __init__(self, problem, X, y):
         self.problem = problem
-        # The one place rows are made canonical: the clipping here and JL's
-        # projection (of objective.X) see whole rows.
-        self.X = X = canonical_rows(X)
+        # The one place rows are made canonical and tamed: the clipping here and
+        # JL's projection (of objective.X) see whole rows of moderate size.
+        self.X = X = tame_rows(canonical_rows(X), problem.feature_norm)
         self.y = y
         norms = _row_norms_float64(X)
         with np.errstate(divide="ignore"):
@@ -214,22 +296,31 @@ class GLMObjective:
         out[:d] += Xb.T @ (D * sb[:, None])
 
     def _clip(self, D, rows):
-        """Scale rows of D so that each per-example gradient has norm <= G."""
+        """Scale rows of D so that each per-example gradient has norm <= G.
+
+        A per-example gradient whose norm is not finite (NaN or inf, e.g. from
+        an overflow) is set to 0: ``NaN > G`` is False, so scaling alone would
+        let a NaN through into the released sum.
+        """
         G = self._lipschitz
         if D.shape[0] == 0:
             return
         if D.shape[1] == 1:
             # |D_i| * aug_i <= max|D| * max(aug) <= G (rounding is monotone):
-            # then no row needs scaling, and the per-row check is skipped.
+            # then no row needs scaling, and the per-row check is skipped.  A
+            # NaN in D or in the norms makes the product NaN and the test False.
             if max(D.max(), -D.min()) * self._max_aug_norm <= G:
                 return
             dnorm = np.abs(D[:, 0])
         else:
             dnorm = np.linalg.norm(D, axis=1)
         gnorm = dnorm * self.aug_norms[rows]
-        over = gnorm > G
+        finite = np.isfinite(gnorm)
+        over = finite & (gnorm > G)
         if over.any():  # never with correct constants
             D[over] *= (G / gnorm[over])[:, None]
+        if not finite.all():
+            D[~finite] = 0.0
 
     def block_grad(self, rows, theta, clip=True):
         """Sum of per-example gradients over ``rows`` (a slice), shape of theta.

@@ -33,9 +33,8 @@ blocks, so no n x d dense array is formed.
 import numpy as np
 import scipy.sparse as sp
 from sklearn.random_projection import GaussianRandomProjection, SparseRandomProjection
-from sklearn.utils.extmath import row_norms
 
-from .._objective import GLMObjective
+from .._objective import GLMObjective, _row_norms_float64, tame_rows
 from ..privacy.calibration import gdp_mu
 from ._common import Calibration
 from .auto import jl_distortion, jl_problem, projection_dim_used
@@ -117,10 +116,16 @@ def project_rows(X, phi, feature_norm):
     sparse Phi the result is dense when ``n * k`` is at most
     ``_MAX_DENSE_PROJECTED_ENTRIES``, else CSR: a function of the public
     sizes, not of the number of non-zeros.
+
+    Nothing overflows: X is tamed (:func:`~.._objective.tame_rows`; a no-op
+    on ``objective.X``, tamed already), so its row norms (taken in float64, as
+    by the objective, also for float32 X) and the entries of ``X Phi^T``
+    (computed in float64, before the scale) are finite.
     """
+    X = tame_rows(X, feature_norm)
     n, d = X.shape
     k = phi.shape[0]
-    norms = row_norms(X)
+    norms = _row_norms_float64(X)
     scale = np.ones(n)
     over = norms > feature_norm
     scale[over] = feature_norm / norms[over]

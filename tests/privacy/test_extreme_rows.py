@@ -1,0 +1,137 @@
+"""One record with astronomically large (finite) entries changes nothing.
+
+Such a row is clipped to ``feature_norm`` like any other, so the released
+model must be finite and the same as for a row of the same direction and
+moderate size.  Before rows were tamed (``_objective.tame_rows``), the row's
+norm (or its scores ``x @ theta``) overflowed to inf, its clipping scale
+became 0 and its gradient NaN (0 * inf), which the safety net let through:
+the model came out all NaN, and one record told neighbouring data sets apart.
+"""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from dp_glm_sklearn import (
+    DPHuberRegressor,
+    DPLinearRegression,
+    DPLogisticRegression,
+)
+from dp_glm_sklearn._objective import GLMObjective, PublicProblem, tame_rows
+from dp_glm_sklearn.losses import LogisticLoss
+
+N, D = 40, 4
+METHODS = [
+    dict(method="noisy_gd", max_iter=5),
+    dict(method="jl", projection_dim=2, max_iter=5),
+    dict(method="output_perturbation"),
+]
+ESTIMATORS = {
+    "logistic-binary": (DPLogisticRegression, dict(classes=[0, 1]), 2),
+    "logistic-3-class": (DPLogisticRegression, dict(classes=[0, 1, 2]), 3),
+    "linear": (DPLinearRegression, {}, None),
+    "huber": (DPHuberRegressor, {}, None),
+}
+# (format, dtype, huge values of c); c = 10 is the reference.
+FORMATS = [
+    ("dense", np.float64, (1e200, 1.7e308)),
+    ("dense", np.float32, (1e30, 3e38)),
+    ("csr", np.float64, (1e200, 1.7e308)),
+]
+
+
+def _data(n_classes):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(N, D))
+    if n_classes is None:
+        y = np.clip(X @ [0.5, -0.5, 0.25, 0.0], -1, 1)
+    else:
+        y = np.arange(N) % n_classes
+    return X, y
+
+
+def _fit(name, params, fmt, dtype, c):
+    cls, extra, n_classes = ESTIMATORS[name]
+    X, y = _data(n_classes)
+    X[0] = c
+    X = X.astype(dtype)
+    if fmt == "csr":
+        X = sp.csr_matrix(X)
+    est = cls(epsilon=1.0, feature_norm=1.0, random_state=0, **extra, **params)
+    return est.fit(X, y)
+
+
+@pytest.mark.parametrize("fmt, dtype, huge", FORMATS, ids=lambda v: getattr(v, "__name__", v))
+@pytest.mark.parametrize("params", METHODS, ids=lambda p: p["method"])
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_huge_row_gives_the_model_of_a_moderate_one(name, params, fmt, dtype, huge):
+    ref = _fit(name, params, fmt, dtype, 10.0)
+    assert np.all(np.isfinite(ref.coef_))
+    for c in huge:
+        est = _fit(name, params, fmt, dtype, c)
+        assert np.all(np.isfinite(est.coef_)) and np.all(np.isfinite(est.intercept_))
+        np.testing.assert_allclose(est.coef_, ref.coef_, rtol=1e-9, atol=0)
+        np.testing.assert_allclose(est.intercept_, ref.intercept_, rtol=1e-9, atol=1e-15)
+
+
+@pytest.mark.parametrize("fmt", ["dense", "csr", "csc"])
+def test_tame_rows_copies_only_when_needed(fmt):
+    to = {"dense": np.asarray, "csr": sp.csr_matrix, "csc": sp.csc_matrix}[fmt]
+    X = np.arange(12.0).reshape(4, 3) - 5
+    plain = to(X)
+    assert tame_rows(plain, 1.0) is plain  # nothing huge: X itself
+    X32 = to(np.full((2, 3), 3e38, dtype=np.float32))
+    assert tame_rows(X32, 1.0) is X32  # float32 never exceeds the limit
+    X[1] = [-1.7e308, 1e300, 0.0]
+    huge = to(X)
+    tamed = tame_rows(huge, 1.0)
+    assert tamed is not huge and (fmt == "dense" or tamed.format == fmt)
+    dense = tamed.toarray() if sp.issparse(tamed) else tamed
+    before = huge.toarray() if sp.issparse(huge) else huge
+    np.testing.assert_array_equal(np.delete(dense, 1, 0), np.delete(before, 1, 0))
+    m = np.abs(dense[1]).max()
+    assert 2.0 <= m < 4.0
+    np.testing.assert_array_equal(dense[1] / m, before[1] / 1.7e308)  # same direction
+    np.testing.assert_array_equal(before[1], [-1.7e308, 1e300, 0.0])  # input untouched
+
+
+def _objective(X):
+    problem = PublicProblem(LogisticLoss(), X.shape[0], X.shape[1], 1.0, 0.5, 0.0, 10.0)
+    return GLMObjective(problem, X, np.ones(X.shape[0]))
+
+
+def test_clip_zeroes_non_finite_per_example_gradients():
+    obj = _objective(np.ones((4, 2)))
+    G = obj.problem.lipschitz
+    for D in (np.array([[0.1], [np.nan], [np.inf], [1e6]]),
+              np.array([[0.1, 0.0], [np.nan, 0.0], [0.0, -np.inf], [1e6, 1e6]])):
+        D = D.copy()
+        obj._clip(D, slice(0, 4))
+        assert np.isfinite(D).all()
+        np.testing.assert_array_equal(D[1:3], 0.0)
+        assert D[0, 0] == 0.1
+        gnorm = np.linalg.norm(D, axis=1) * obj.aug_norms
+        assert np.all(gnorm <= G * (1 + 1e-12)) and gnorm[3] > 0.99 * G
+
+
+def test_clip_fast_path_sees_nan():
+    # The one-column fast path compares max|D| * max norm with G: NaN must not pass it.
+    obj = _objective(np.full((3, 2), 0.1))
+    D = np.array([[0.0], [np.nan], [0.0]])
+    obj._clip(D, slice(0, 3))
+    np.testing.assert_array_equal(D, 0.0)
+
+
+@pytest.mark.parametrize("kwargs", [dict(feature_norm=1e200),
+                                    dict(feature_norm=1e10, norm_bound=1e300),
+                                    dict(y_bound=(-1.7e308, 1.7e308)),
+                                    dict(norm_bound=1e150),
+                                    dict(feature_norm=1e-300)])
+def test_extreme_public_bounds_are_refused(kwargs):
+    X, y = _data(None)
+    est = DPLinearRegression(epsilon=1.0, method="noisy_gd", **kwargs)
+    with pytest.raises(ValueError, match="feature_norm.*norm_bound.*y_bound"):
+        est.fit(X, y)
+    assert not hasattr(est, "coef_")
+    with pytest.raises(ValueError, match="not a\\s+finite positive float"):
+        PublicProblem(LogisticLoss(), 10, 2, 1e200, 0.0, 0.0, 1.0)
