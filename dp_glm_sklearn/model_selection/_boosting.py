@@ -264,7 +264,6 @@ class DPConfidenceBoosting(_BaseDPSearch):
         """
         slot = _find_dp_slot(self.estimator)
         _validate_candidates(self.estimator, [{}], slot)  # before anything is charged
-        accountant = self._accountant(slot)
         n_samples = _num_samples(X)
         m = self.n_models
         if n_samples < m + 1:
@@ -273,10 +272,8 @@ class DPConfidenceBoosting(_BaseDPSearch):
                 f"model and one held out); got n_samples={n_samples}."
             )
         plan = self._plan(n_samples)
-        accountant.check(plan["events"])  # before any data value is read
-        X, y, fixed = self._prepare(slot, X, y)  # bad input raises before the charge
-        # One charge for the whole fit.
-        accountant.spend(plan["events"], source=f"{type(self).__name__}(n_models={m})")
+        X, y, fixed = self._charge(slot, plan["events"], f"{type(self).__name__}(n_models={m})",
+                                   X, y)
 
         rng = _rng(self.random_state)
         chunks = np.array_split(rng.permutation(n_samples), m + 1)

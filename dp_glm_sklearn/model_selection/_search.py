@@ -529,6 +529,19 @@ class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
             return self.accountant
         return slot.accountant if slot.accountant is not None else self._default_accountant()
 
+    def _charge(self, slot, events, source, X, y):
+        """The fit's one charge, made safely; returns :meth:`_prepare`'s ``(X, y, fixed)``.
+
+        The budget is checked before any data value is read, the input is
+        validated next (bad input raises and releases nothing), and only then
+        are ``events`` spent.
+        """
+        accountant = self._accountant(slot)
+        accountant.check(events)
+        X, y, fixed = self._prepare(slot, X, y)
+        accountant.spend(events, source=source)
+        return X, y, fixed
+
     def _prepare(self, slot, X, y):
         """Check everything bad input could break, before the charge.
 
@@ -863,14 +876,10 @@ class DPGridSearchCV(_BaseDPSearch):
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(candidates, slot)
         _validate_candidates(self.estimator, candidates, slot)
-        accountant = self._accountant(slot)
         n_samples = _num_samples(X)
         plan = self._plan(len(candidates), n_samples)
-        accountant.check(plan["events"])  # before any data value is read
-        X, y, fixed = self._prepare(slot, X, y)  # bad input raises before the charge
-        # One charge for the whole fit.
         source = getattr(self, "_ledger_source", f"{type(self).__name__}(K={len(candidates)})")
-        accountant.spend(plan["events"], source=source)
+        X, y, fixed = self._charge(slot, plan["events"], source, X, y)
 
         rng = _rng(self.random_state)
         train, val = self._split(n_samples, rng)
@@ -1143,12 +1152,9 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(dists, slot)
         _validate_distributions(self.estimator, dists, slot)
-        accountant = self._accountant(slot)
         n_samples = _num_samples(X)
         plan = self._plan(n_samples)
-        accountant.check(plan["events"])  # before any data value is read
-        X, y, fixed = self._prepare(slot, X, y)  # bad input raises before the charge
-        accountant.spend(plan["events"], source=f"{type(self).__name__}")
+        X, y, fixed = self._charge(slot, plan["events"], type(self).__name__, X, y)
 
         rng = _rng(self.random_state)
         train, val = self._split(n_samples, rng)
