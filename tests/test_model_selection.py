@@ -981,3 +981,12 @@ def test_search_exposes_feature_names(reg_data):
                             accountant=PrivacyAccountant()).fit(frame, y)
     np.testing.assert_array_equal(search.feature_names_in_, frame.columns)
     assert not hasattr(DPGridSearchCV(_reg(), GRID), "feature_names_in_")
+
+
+def test_search_score_passes_sample_weight_to_the_chosen_estimator(reg_data):
+    X, y = reg_data
+    search = DPGridSearchCV(_reg(), GRID, epsilon=1.0, delta=DELTA, random_state=0,
+                            accountant=PrivacyAccountant()).fit(X, y)
+    weights = np.r_[np.ones(600), np.zeros(600)]
+    assert search.score(X, y, sample_weight=weights) == pytest.approx(
+        search.best_estimator_.score(X[:600], y[:600]))

@@ -666,13 +666,15 @@ class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
         return self.best_estimator_.transform(X)
 
     @available_if(_search_estimator_has("score"))
-    def score(self, X, y):
+    def score(self, X, y, sample_weight=None):
         """Score of the chosen estimator on (X, y) (its own ``score`` method).
 
         Not private with respect to (X, y): score public or held-out test data.
         """
         check_is_fitted(self)
-        return self.best_estimator_.score(X, y)
+        if sample_weight is None:
+            return self.best_estimator_.score(X, y)
+        return self.best_estimator_.score(X, y, sample_weight=sample_weight)
 
     @property
     def classes_(self):
