@@ -29,6 +29,7 @@ from dp_glm_sklearn.mechanisms._common import Calibration, project_ball
 from dp_glm_sklearn.mechanisms._solver import gradient_mapping_norm, solve_constrained_erm
 from dp_glm_sklearn.mechanisms.auto import (
     OPTIMIZATION_ACCURACY_RATIO,
+    SQUARED_LOSS_PROJECTION_FACTOR,
     chi_mean_ratio,
     choose_method,
     default_l2,
@@ -691,11 +692,14 @@ def test_output_perturbation_bias_bound_is_reached_and_never_exceeded():
     assert gap.max() == pytest.approx(lam * r**2 / 8, rel=1e-3)
 
 
-def test_default_projection_dim_minimizes_the_stated_bound():
-    problem = PublicProblem(SquaredLoss(), 20000, 5000, 1.0, 1.0, 1.0, 2.0)
+@pytest.mark.parametrize("loss, factor", [(SquaredLoss(), SQUARED_LOSS_PROJECTION_FACTOR),
+                                          (LogisticLoss(), 1)])
+def test_default_projection_dim_minimizes_the_stated_bound(loss, factor):
+    # Times the squared loss's factor (capped at d, which 2000 is not here).
+    problem = PublicProblem(loss, 20000, 5000, 1.0, 1.0, 1.0, 2.0)
     k = default_projection_dim(problem, 0.7)
     values = [jl_risk_bound(problem, 0.7, j, "optimal") for j in range(1, 2000)]
-    assert k == 1 + int(np.argmin(values))
+    assert k == factor * (1 + int(np.argmin(values)))
 
 
 def test_rule_uses_public_quantities_only_and_overrides():

@@ -65,10 +65,10 @@ _SHARED_PARAMS = """epsilon : float in (0, inf], default=1.0
           features is large next to ``(n * epsilon)**(2/3)``. The choice
           reads no data and is shown in ``method_``. On the synthetic
           benchmark (``benchmarks/rates.py``, signal rank 5) it was within
-          1.25x of the best of the three methods at 96% of the points (never
-          worse than 1.52x; always ``"noisy_gd"``: 79%, up to 16x); on designs
+          1.25x of the best of the three methods at 98% of the points (never
+          worse than 1.52x; always ``"noisy_gd"``: 77%, up to 16x); on designs
           whose signal spreads over 20 or 50 directions, 83% and 77% (always
-          ``"noisy_gd"``: 85% and 90%), up to 5-12x worse for the squared
+          ``"noisy_gd"``: 85% and 90%), up to 3-6x worse for the squared
           loss with d >= 1000, where ``"noisy_gd"`` is the better choice.
         - ``"noisy_gd"``: noisy projected gradient descent with averaged
           iterates (Algorithm 1); best in low dimension.
@@ -85,7 +85,8 @@ _SHARED_PARAMS = """epsilon : float in (0, inf], default=1.0
         n_features or more nothing is projected and the fit is that of
         ``method="noisy_gd"``. ``None`` takes k of order ``(n epsilon)**(2/3)`` from
         the paper's Theorem 2
-        (:func:`dp_glm_sklearn.mechanisms.auto.default_projection_dim`), or
+        (:func:`dp_glm_sklearn.mechanisms.auto.default_projection_dim`; twice
+        that for the squared loss, whose bound favours too few directions), or
         n_features when no projection has a smaller excess-risk bound.
 
     l2_regularization : float > 0, default=None
