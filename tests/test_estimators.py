@@ -250,7 +250,7 @@ def test_bad_data_raises_and_charges_nothing(Est):
 
 def test_single_class_is_an_error():
     X, _ = _regression(n=30, d=2)
-    with pytest.raises(ValueError, match="at least 2 classes"):
+    with pytest.raises(ValueError, match="at least 2 classes"), pytest.warns(PrivacyLeakWarning):
         DPLogisticRegression(classes=None).fit(X, np.ones(30))
 
 
