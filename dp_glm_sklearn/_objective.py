@@ -152,6 +152,26 @@ def canonical_rows(X):
 _TAME_EXPONENT = 128
 
 
+def _tame_limit(feature_norm):
+    return max(float(feature_norm), 1.0) * 2.0**_TAME_EXPONENT
+
+
+def tamed_rows_and_norms(X, feature_norm):
+    """``(X, row norms in float64)`` with X's huge rows tamed (:func:`tame_rows`).
+
+    The norms are needed anyway; taken first, they show whether any row can
+    be huge (a row's norm is at least its largest |entry|, and overflows to
+    inf when that entry does), so usual data costs no pass over X beyond
+    them, and X is tamed, and its norms taken again, only when one exceeds
+    the limit.
+    """
+    norms = _row_norms_float64(X)
+    if norms.size == 0 or norms.max() <= _tame_limit(feature_norm):
+        return X, norms
+    X = tame_rows(X, feature_norm)
+    return X, _row_norms_float64(X)
+
+
 def tame_rows(X, feature_norm):
     """X with every huge row scaled by a power of two (a copy only if there is one).
 
@@ -180,7 +200,7 @@ def tame_rows(X, feature_norm):
     """
     if X.dtype != np.float64:
         return X
-    limit = max(float(feature_norm), 1.0) * 2.0**_TAME_EXPONENT
+    limit = _tame_limit(feature_norm)
     data = X.data if sp.issparse(X) else X
     if data.size == 0 or max(data.max(), -data.min()) <= limit:
         return X  # the usual case
@@ -241,9 +261,9 @@ class GLMObjective:
         self.problem = problem
         # The one place rows are made canonical and tamed: the clipping here and
         # JL's projection (of objective.X) see whole rows of moderate size.
-        self.X = X = tame_rows(canonical_rows(X), problem.feature_norm)
+        X, norms = tamed_rows_and_norms(canonical_rows(X), problem.feature_norm)
+        self.X = X
         self.y = y
-        norms = _row_norms_float64(X)
         with np.errstate(divide="ignore"):
             self.row_scale = np.minimum(1.0, problem.feature_norm / norms)
         self.row_scale[norms == 0] = 1.0

@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.random_projection import GaussianRandomProjection, SparseRandomProjection
 
-from .._objective import GLMObjective, _row_norms_float64, tame_rows
+from .._objective import GLMObjective, tamed_rows_and_norms
 from ..privacy.calibration import gdp_mu
 from ._common import Calibration
 from .auto import jl_distortion, jl_problem, projection_dim_used
@@ -122,10 +122,9 @@ def project_rows(X, phi, feature_norm):
     by the objective, also for float32 X) and the entries of ``X Phi^T``
     (computed in float64, before the scale) are finite.
     """
-    X = tame_rows(X, feature_norm)
+    X, norms = tamed_rows_and_norms(X, feature_norm)
     n, d = X.shape
     k = phi.shape[0]
-    norms = _row_norms_float64(X)
     scale = np.ones(n)
     over = norms > feature_norm
     scale[over] = feature_norm / norms[over]

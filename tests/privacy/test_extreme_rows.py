@@ -135,3 +135,18 @@ def test_extreme_public_bounds_are_refused(kwargs):
     assert not hasattr(est, "coef_")
     with pytest.raises(ValueError, match="not a\\s+finite positive float"):
         PublicProblem(LogisticLoss(), 10, 2, 1e200, 0.0, 0.0, 1.0)
+
+
+def test_norms_decide_whether_to_tame():
+    # Usual data: X itself and its norms (no pass beyond them); a huge row:
+    # tamed X and the norms of the tamed rows, all finite.
+    from dp_glm_sklearn._objective import _row_norms_float64, tamed_rows_and_norms
+
+    X = np.random.default_rng(0).normal(size=(50, 4))
+    same, norms = tamed_rows_and_norms(X, 1.0)
+    assert same is X
+    np.testing.assert_array_equal(norms, _row_norms_float64(X))
+    X[3] = 1.7e308
+    tamed, norms = tamed_rows_and_norms(X, 1.0)
+    assert tamed is not X and np.isfinite(norms).all()
+    np.testing.assert_array_equal(norms, _row_norms_float64(tamed))
