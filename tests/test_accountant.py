@@ -282,3 +282,16 @@ def test_default_accountant():
     with pytest.raises(TypeError, match="PrivacyAccountant"):
         with default_accountant("not an accountant"):
             pass
+
+
+def test_budget_slack_is_rounding_only():
+    # A budget spent exactly (four Gaussian halves compose to the budget's mu)
+    # is accepted; a further fit of epsilon 3e-9 is not (a slack of 1e-9, as
+    # the accountant had, let it through).
+    mu = gdp_mu(3.0, DELTA)
+    acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+    for _ in range(4):
+        acc.spend([GaussianEvent(mu=mu / 2)])
+    assert acc.spent()[0] == pytest.approx(3.0, rel=1e-12)
+    with pytest.raises(BudgetExceededError):
+        acc.spend([GaussianEvent(mu=gdp_mu(3e-9, DELTA))])
