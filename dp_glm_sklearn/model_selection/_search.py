@@ -104,7 +104,7 @@ __all__ = ["DPGridSearchCV", "DPRandomizedSearchCV"]
 
 #: Relative slack allowed between what a candidate reports it spent and what
 #: the wrapper pre-paid (the two go through the same float computations).
-_PREPAID_RTOL = 1e-9
+_PREPAID_RTOL = 1e-12
 
 #: Share of the GDP budget (of mu**2) that DPGridSearchCV gives the refit
 #: (``refit=True``); the search gets the rest.  Any share in (0, 1) is private
