@@ -193,8 +193,9 @@ def tame_rows(X, feature_norm):
     clipping scale (at least ``min(feature_norm, 1) * 2**-128 / sqrt(d)``) is
     a normal float.
 
-    The limit is far above any sensible data, so X is normally neither copied
-    nor changed (two reductions over it, no temporary).  X of another dtype
+    The limit is far above any sensible data; :func:`tamed_rows_and_norms`
+    calls this only when a row norm exceeds it, and X is copied only when
+    some entry does (two reductions over X decide).  X of another dtype
     (float32) is returned at once: its entries are below ``2**128 <= limit``.
     Sparse X keeps its format (CSR or CSC).
     """

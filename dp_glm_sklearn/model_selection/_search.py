@@ -682,27 +682,23 @@ class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
         check_is_fitted(self)
         return self.best_estimator_.classes_
 
+    def _best_estimator_attribute(self, name):
+        """``best_estimator_.<name>``; AttributeError (so hasattr is False) when unfitted."""
+        try:
+            check_is_fitted(self)
+        except Exception as exc:  # NotFittedError
+            raise AttributeError(f"{type(self).__name__} object has no {name} attribute.") from exc
+        return getattr(self.best_estimator_, name)
+
     @property
     def n_features_in_(self):
         """Number of features seen during ``fit``."""
-        try:
-            check_is_fitted(self)
-        except Exception as exc:  # NotFittedError: hasattr must be False
-            raise AttributeError(
-                f"{type(self).__name__} object has no n_features_in_ attribute."
-            ) from exc
-        return self.best_estimator_.n_features_in_
+        return self._best_estimator_attribute("n_features_in_")
 
     @property
     def feature_names_in_(self):
         """Names of the features seen during ``fit`` (when X had string column names)."""
-        try:
-            check_is_fitted(self)
-        except Exception as exc:  # NotFittedError: hasattr must be False
-            raise AttributeError(
-                f"{type(self).__name__} object has no feature_names_in_ attribute."
-            ) from exc
-        return self.best_estimator_.feature_names_in_
+        return self._best_estimator_attribute("feature_names_in_")
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
