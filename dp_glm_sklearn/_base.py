@@ -41,6 +41,24 @@ def default_delta(n_samples):
     return float(min(1e-5, max(n_samples, 1) ** -1.5))
 
 
+def _validate_data_quietly(estimator, *args, **kwargs):
+    """``validate_data``, without quoting a value that does not convert to float.
+
+    numpy's message names the value (``could not convert string to float:
+    'alice-91234'``), a value of the private data; the error raised instead
+    says what is wrong and shows no value, and does not chain numpy's.
+    """
+    try:
+        return validate_data(estimator, *args, **kwargs)
+    except ValueError as exc:
+        if not str(exc).startswith("could not convert"):
+            raise
+    raise ValueError(
+        f"{type(estimator).__name__}: X and y must be numeric; a value could not be "
+        "converted to float (not shown here: it is a value of the data)."
+    )
+
+
 def _rng(random_state):
     """A numpy Generator from ``random_state`` (None: seeded by the OS)."""
     if isinstance(random_state, np.random.Generator):
@@ -64,7 +82,7 @@ class _BaseDPGLM(_DefaultAccountantMixin, BaseEstimator):
         "method": [StrOptions(set(MECHANISMS))],
         "projection_dim": [Interval(Integral, 1, None, closed="left"), None],
         "l2_regularization": [Interval(Real, 0, None, closed="neither"), None],
-        "random_state": ["random_state"],
+        "random_state": ["random_state", np.random.Generator],
         "accountant": [PrivacyAccountant, None],
     }
 
@@ -84,8 +102,9 @@ class _BaseDPGLM(_DefaultAccountantMixin, BaseEstimator):
         scikit-learn's ``validate_data`` does.  ``warn=False`` silences the
         warning of a classifier reading its classes from y.
         """
-        X, y = validate_data(self, X, y, accept_sparse="csr", dtype=[np.float64, np.float32],
-                             y_numeric=not self._is_classifier())
+        X, y = _validate_data_quietly(self, X, y, accept_sparse="csr",
+                                      dtype=[np.float64, np.float32],
+                                      y_numeric=not self._is_classifier())
         self._check_targets(y, warn=warn)
         return X, y
 
@@ -222,7 +241,7 @@ class _BaseDPGLM(_DefaultAccountantMixin, BaseEstimator):
 
     def _decision(self, X):
         check_is_fitted(self)
-        X = validate_data(self, X, accept_sparse="csr", dtype=[np.float64, np.float32],
+        X = _validate_data_quietly(self, X, accept_sparse="csr", dtype=[np.float64, np.float32],
                           reset=False)
         return np.asarray(X @ self.coef_.T) + self.intercept_
 

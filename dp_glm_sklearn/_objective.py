@@ -216,7 +216,12 @@ def tame_rows(X, feature_norm):
         m = np.maximum(X.max(axis=1), -X.min(axis=1))
     # m * 2**-e in [2, 4) * feature_norm (up to rounding of the logs, which
     # avoid m / feature_norm = inf).  ldexp is exact, 2**-e itself may underflow.
-    e = np.where(m > limit, np.floor(np.log2(m) - np.log2(feature_norm)) - 1, 0).astype(int)
+    # The logs only of the rows that are tamed: log2(0) of an all-zero row
+    # would warn, and only when a huge row is present too (a data-dependent
+    # message).
+    e = np.zeros(m.shape, dtype=int)
+    huge = m > limit
+    e[huge] = (np.floor(np.log2(m[huge]) - np.log2(feature_norm)) - 1).astype(int)
     if sp.issparse(X):
         X.data = np.ldexp(X.data, -e[rows])
     else:

@@ -95,7 +95,7 @@ _SHARED_PARAMS = """epsilon : float in (0, inf], default=1.0
         ``None`` takes it from the paper's Theorems 3 and 5
         (:func:`dp_glm_sklearn.mechanisms.auto.default_l2`).
 
-    random_state : int, RandomState instance or None, default=None
+    random_state : int, RandomState instance, Generator or None, default=None
         Seeds the noise (a :class:`numpy.random.Generator`). ``None`` draws
         the seed from the operating system, as a deployment should.
 
@@ -181,13 +181,19 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
 
     def _encode_targets(self, y):
         low, high = self._y_interval()
-        y = np.clip(np.asarray(y, dtype=np.float64), low, high)
+        y = np.asarray(y, dtype=np.float64)
         if self.fit_intercept:
             # Center on the public interval: the intercept absorbs the offset.
+            # Clipped after centring, so that |y| <= y_bound holds in floats
+            # too: high - offset can round above (high - low) / 2, and then a
+            # label at the bound would switch the gradient code (and its
+            # time) away from the Gram path, a channel on one record.
             offset, y_bound = (low + high) / 2, (high - low) / 2
+            y = np.clip(y - offset, -y_bound, y_bound)
         else:
             offset, y_bound = 0.0, max(abs(low), abs(high))
-        return self._get_loss(), y - offset, y_bound, offset
+            y = np.clip(y, low, high)
+        return self._get_loss(), y, y_bound, offset
 
     def _set_coef(self, theta, problem, y_offset):
         super()._set_coef(theta, problem, y_offset)

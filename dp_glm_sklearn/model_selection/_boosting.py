@@ -131,7 +131,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
         Models trained in parallel by joblib. They run pre-paid, so worker
         processes never charge an accountant.
 
-    random_state : int, RandomState instance or None, default=None
+    random_state : int, RandomState instance, Generator or None, default=None
         Seeds the split, the models' noise and the selection. ``None``
         draws from the operating system.
 

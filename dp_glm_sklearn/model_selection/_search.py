@@ -63,17 +63,19 @@ shown anywhere.
 
 import inspect
 import math
+import os
+import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
-from joblib import Parallel, delayed
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
 from sklearn.pipeline import Pipeline
 from sklearn.utils import _safe_indexing, get_tags
 from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.metaestimators import available_if
+from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import (
     _num_samples,
     check_consistent_length,
@@ -135,14 +137,15 @@ SCORINGS = ("accuracy", "loss", "neg_mean_absolute_error", "neg_mean_squared_err
 
 
 def _child_seeds(rng, count, random_state):
-    """The ``random_state`` of each fitted candidate.
+    """The ``random_state`` each candidate is fitted with.
 
     With ``random_state=None`` every candidate draws its noise from its own
     OS-seeded generator (``None``): deriving 32-bit integer seeds from one
     generator would put all the candidates' noise in a space of 2**32 values,
     small enough to search. An integer ``random_state`` (for reproducibility,
     not for releases) derives 32-bit integer seeds from ``rng``; a Generator
-    or RandomState derives generators with 128-bit seeds.
+    or RandomState derives generators with 128-bit seeds.  Whatever the
+    seed, ``_fit_candidate`` takes it out of the fitted candidate again.
     """
     if random_state is None:
         return [None] * count
@@ -161,6 +164,7 @@ class _DPSlot:
     prefix: str  # "" or "step__"
     has_random_state: bool
     accountant: object  # the value of its accountant parameter
+    random_state: object = None  # the value of its random_state parameter
 
     def key(self, name):
         return self.prefix + name
@@ -199,7 +203,8 @@ def _find_dp_slot(estimator):
             f"The DP estimator in 'estimator' has no parameter(s) {missing}; "
             "DP searches need estimators with epsilon, delta and accountant parameters."
         )
-    return _DPSlot(prefix, prefix + "random_state" in params, params[prefix + "accountant"])
+    return _DPSlot(prefix, prefix + "random_state" in params, params[prefix + "accountant"],
+                   params.get(prefix + "random_state"))
 
 
 def _check_grid_keys(candidates, slot):
@@ -339,7 +344,7 @@ def _validation_losses(estimator, slot, scoring, X, y):
 
 
 # -- training candidates -------------------------------------------------------------
-def _fit_candidate(estimator, params, slot, X, y):
+def _fit_candidate(estimator, params, slot, X, y, parent_pid):
     """Fit one candidate; the search has pre-paid its privacy cost.
 
     The candidate charges a fresh, infinite accountant created here (in the
@@ -348,7 +353,22 @@ def _fit_candidate(estimator, params, slot, X, y):
     """
     estimator.set_params(**params)
     estimator.set_params(**{slot.key("accountant"): PrivacyAccountant()})
-    return estimator.fit(X, y)
+    caught = []
+    if os.getpid() == parent_pid:
+        estimator.fit(X, y)  # in the parent's threads: _fit_jobs records the warnings
+    else:
+        # One task at a time per worker process: its filters are its own.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            estimator.fit(X, y)
+    if slot.has_random_state:
+        # The child seed decides the candidate's noise: whoever holds it can
+        # subtract the noise from the released model.  It must not stay in a
+        # public parameter of best_estimator_ (get_params, pickles); the
+        # parameter goes back to the value the user gave.
+        estimator.set_params(**{slot.key("random_state"): slot.random_state})
+    # The warnings go back to the search, which decides what to show.
+    return estimator, [(w.category, str(w.message)) for w in caught]
 
 
 def _check_prepaid(estimator, slot, mu):
@@ -455,7 +475,7 @@ _SHARED_PARAMS = """epsilon : float in (0, inf], default=1.0
         Candidates trained in parallel by joblib. Every candidate runs
         pre-paid, so worker processes never charge an accountant.
 
-    random_state : int, RandomState instance or None, default=None
+    random_state : int, RandomState instance, Generator or None, default=None
         Seeds the split, the candidates' noise and the selection. ``None``
         draws from the operating system.
 
@@ -509,7 +529,7 @@ class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "refit": ["boolean"],
         "n_jobs": [Integral, None],
-        "random_state": ["random_state"],
+        "random_state": ["random_state", np.random.Generator],
         "accountant": [PrivacyAccountant, None],
     }
 
@@ -540,6 +560,7 @@ class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
         accountant.check(events)
         X, y, fixed = self._prepare(slot, X, y)
         accountant.spend(events, source=source)
+        self._shown_warnings = set()  # per fit: candidates and refit warn alike
         return X, y, fixed
 
     def _prepare(self, slot, X, y):
@@ -593,15 +614,35 @@ class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
         """Fit ``clone(estimator)`` once per ``(params, fixed, X, y, seed)``, in parallel."""
         delayed_jobs = []
         for params, fixed, X, y, seed in jobs:
-            extra = ({slot.key("random_state"): None if seed is None else int(seed)}
-                     if slot.has_random_state else {})
+            extra = {slot.key("random_state"): seed} if slot.has_random_state else {}
             est = clone(self.estimator)
             # Do not ship the user's accountant to workers; _fit_candidate
             # installs a throwaway one there.
             est.set_params(**{slot.key("accountant"): None})
-            delayed_jobs.append(
-                delayed(_fit_candidate)(est, {**params, **fixed, **extra}, slot, X, y))
-        return Parallel(n_jobs=self.n_jobs)(delayed_jobs)
+            delayed_jobs.append(delayed(_fit_candidate)(
+                est, {**params, **fixed, **extra}, slot, X, y, os.getpid()))
+        # One catch_warnings here, not one per candidate: the warnings filters
+        # are process-wide, and nested catch_warnings in threads (the
+        # threading backend) would scramble the user's.
+        with warnings.catch_warnings(record=True) as here:
+            warnings.simplefilter("always")
+            results = Parallel(n_jobs=self.n_jobs)(delayed_jobs)
+        caught = [(w.category, str(w.message)) for w in here]
+        self._show_candidate_warnings(caught + [w for _, c in results for w in c])
+        return [est for est, _ in results]
+
+    def _show_candidate_warnings(self, caught):
+        """Show each distinct warning of the candidate fits once.
+
+        Candidates repeat their warnings (the same unused option in every
+        fit), and from worker processes they would not reach the user at
+        all.  The number of candidates is public here; see
+        ``DPRandomizedSearchCV`` for a search where it is not.
+        """
+        for category, message in dict.fromkeys(caught):
+            if (category, message) not in self._shown_warnings:
+                self._shown_warnings.add((category, message))
+                warn_user(message, category)
 
     def _validation_utilities(self, fitted, slot, X_val, y_val):
         scoring = self._scoring()
@@ -1018,6 +1059,8 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         ``"params"`` (one entry, the chosen candidate) and ``"selected"``.
         The other candidates, and how many there were, stay secret: the
         guarantee of random stopping holds only if they are never released.
+        So do the warnings of the candidate fits: the search shows none
+        (their number, or which ones appear, would tell how many ran).
 
     privacy_events_ : list of events
         ``RandomStoppingEvent(mu_run, mean_candidates, stopping)`` for the
@@ -1099,6 +1142,9 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         self.n_jobs = n_jobs
         self.random_state = random_state
         self.accountant = accountant
+
+    def _show_candidate_warnings(self, caught):
+        """Show none: K is secret (see ``cv_results_``)."""
 
     def _plan(self, n_samples):
         delta = default_delta(n_samples) if self.delta is None else float(self.delta)
