@@ -7,7 +7,10 @@ import warnings
 import numpy as np
 import pytest
 from joblib import parallel_config
+from scipy.stats import randint
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.decomposition import PCA
+from sklearn.linear_model import LogisticRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import Normalizer, StandardScaler
 
@@ -1078,3 +1081,64 @@ def test_workers_see_the_callers_sklearn_config(clf_data):
                                 n_jobs=2, random_state=0, accountant=PrivacyAccountant())
         search.fit(X, y)
     assert hasattr(search.best_estimator_[-1], "feature_names_in_")
+
+
+def _pipe(head):
+    return Pipeline([("head", head), ("dp", _clf())])
+
+
+_BAD_GRIDS = {
+    "malformed y_bound": (lambda: DPGridSearchCV(_reg(), {"y_bound": [2.0, (1.0, 0.0)]}),
+                          "reg", "y_bound"),
+    "classes missing a label": (lambda: DPGridSearchCV(_clf(), {"classes": [[0, 1], [0]]}),
+                                "clf", "classes"),
+    "bad value for a preprocessing step": (
+        lambda: DPGridSearchCV(_pipe(StandardScaler()), {"head__with_mean": [True, "bad"]}),
+        "clf", "with_mean"),
+    "preprocessing that fails on this X": (
+        lambda: DPGridSearchCV(_pipe(PCA()), {"head__n_components": [1, 50]}), "clf",
+        "n_components"),
+    "DP step replaced": (
+        lambda: DPGridSearchCV(_pipe(StandardScaler()), {"dp": [LogisticRegression()]}),
+        "clf", "DP estimator"),
+    "an end of a discrete distribution": (
+        lambda: DPRandomizedSearchCV(_reg(), {"max_iter": randint(0, 3)}, random_state=0),
+        "reg", "max_iter"),
+    "validation part empty": (
+        lambda: DPGridSearchCV(_reg(), GRID, validation_fraction=1e-4), "reg",
+        "validation_fraction"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BAD_GRIDS))
+def test_bad_candidates_are_refused_before_any_charge(case, clf_data, reg_data):
+    # Each of these raised only when its candidate was trained (or the data
+    # split), after the whole budget was charged.
+    make, kind, match = _BAD_GRIDS[case]
+    acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+    search = make().set_params(epsilon=1.0, delta=DELTA, accountant=acc)
+    with pytest.raises(ValueError, match=match):
+        search.fit(*(clf_data if kind == "clf" else reg_data))
+    assert acc.history == []
+
+
+def test_a_candidates_own_classes_win_over_the_ones_read_from_y(clf_data):
+    X, y = clf_data
+    search = DPGridSearchCV(DPLogisticRegression(feature_norm=4.0, max_iter=20),
+                            {"classes": [[0, 1, 2]]}, epsilon=1.0, delta=DELTA,
+                            accountant=PrivacyAccountant())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PrivacyLeakWarning)  # nothing is read from y
+        search.fit(X, y)
+    np.testing.assert_array_equal(search.best_estimator_.classes_, [0, 1, 2])
+    assert search.predict_proba(X).shape == (len(y), 3)
+
+
+def test_auto_norm_bound_refit_keeps_nothing_of_an_earlier_fit(reg_data):
+    pd = pytest.importorskip("pandas")
+    X, y = reg_data
+    est = _reg(norm_bound="auto", epsilon=1.0, delta=DELTA, accountant=PrivacyAccountant())
+    est.fit(pd.DataFrame(X, columns=[f"f{i}" for i in range(X.shape[1])]), y)
+    assert hasattr(est, "feature_names_in_")
+    est.fit(X, y)
+    assert not hasattr(est, "feature_names_in_")

@@ -69,6 +69,7 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
+from scipy.stats import rv_discrete
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
 from sklearn.pipeline import Pipeline
@@ -183,9 +184,30 @@ def _validate_candidates(estimator, candidates, slot):
     only when its candidate is trained, after the whole budget was spent.
     """
     for params in candidates:
-        owner = slot.owner(clone(estimator).set_params(**params))
-        if hasattr(owner, "_parameter_constraints"):  # scikit-learn's declarative checks
-            owner._validate_params()
+        candidate = clone(estimator).set_params(**params)
+        if _find_dp_slot(candidate).prefix != slot.prefix:
+            raise ValueError(
+                f"The parameter grid moves or replaces the DP estimator ({params!r}); "
+                "the grid may change its parameters, not the estimator itself."
+            )
+        owner = slot.owner(candidate)
+        if type(owner) is not type(slot.owner(estimator)):
+            raise ValueError(
+                f"The parameter grid replaces the DP estimator {type(slot.owner(estimator))}"
+                f" by {type(owner)} ({params!r}); the grid may change its parameters only."
+            )
+        # scikit-learn's declarative checks, of every step with them.
+        parts = [candidate, *candidate.get_params(deep=True).values()]
+        for part in parts:
+            if isinstance(part, BaseEstimator) and hasattr(part, "_parameter_constraints"):
+                part._validate_params()
+        if hasattr(owner, "_y_interval") and not is_classifier(owner):
+            owner._y_interval()  # a malformed y_bound
+
+
+def _params_key(params):
+    """A hashable key for a dict of parameters (values compared by repr)."""
+    return tuple(sorted((name, repr(value)) for name, value in params.items()))
 
 
 def _find_dp_slot(estimator):
@@ -549,7 +571,7 @@ class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
             return self.accountant
         return slot.accountant if slot.accountant is not None else self._default_accountant()
 
-    def _charge(self, slot, events, source, X, y):
+    def _charge(self, slot, events, source, X, y, candidates=({},)):
         """The fit's one charge, made safely; returns :meth:`_prepare`'s ``(X, y, fixed)``.
 
         The budget is checked before any data value is read, the input is
@@ -558,21 +580,24 @@ class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
         """
         accountant = self._accountant(slot)
         accountant.check(events)
-        X, y, fixed = self._prepare(slot, X, y)
+        X, y, fixed = self._prepare(slot, X, y, candidates)
         accountant.spend(events, source=source)
         self._shown_warnings = set()  # per fit: candidates and refit warn alike
         return X, y, fixed
 
-    def _prepare(self, slot, X, y):
+    def _prepare(self, slot, X, y, candidates=({},)):
         """Check everything bad input could break, before the charge.
 
         Returns ``(X, y, fixed)``: X and y made indexable, and the parameters
-        every fit gets besides its budget.  A classifier that does not declare
-        its classes gets them here, read from y once (one
-        :class:`PrivacyLeakWarning`, and every candidate knows every class,
-        even one absent from its part of the data).  X is validated as the DP
-        estimator will see it: directly, or after the preprocessing steps of a
-        Pipeline ending in it (fitted here on a clone, then thrown away).
+        every fit gets besides its budget and its own ``candidates`` entry.  A
+        classifier that does not declare its classes gets them here, read
+        from y once (one :class:`PrivacyLeakWarning`, and every candidate
+        knows every class, even one absent from its part of the data); a
+        candidate that declares them keeps its own.  X is validated as the DP
+        estimator of each candidate will see it: directly, or after the
+        preprocessing steps of a Pipeline ending in it (fitted here on
+        clones, once per distinct setting of those steps, then thrown away),
+        and y against each distinct setting of the DP estimator.
         """
         owner = slot.owner(self.estimator)
         _warn_overridden(self, owner)
@@ -581,27 +606,46 @@ class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
         check_consistent_length(X, y)
         if not hasattr(owner, "_validated"):
             return X, y, {}
-        if not slot.prefix:
-            Xt = X
-        elif isinstance(self.estimator, Pipeline) and self.estimator.steps[-1][1] is owner:
-            head = self.estimator[:-1]
-            Xt = clone(head).fit_transform(X, y) if len(head) else X
-        else:  # nested otherwise: y may be transformed too; the fits validate
-            return X, y, {}
-        probe = clone(owner)
-        _, y_checked = probe._validated(Xt, y, warn=False)
-        if is_classifier(owner) and owner.get_params().get("classes", False) is None:
-            classes = probe._check_targets(y_checked, warn=True)
-            return X, y, {slot.key("classes"): classes}
+        pipeline = isinstance(self.estimator, Pipeline) and self.estimator.steps[-1][1] is owner
+        if slot.prefix and not pipeline:
+            return X, y, {}  # nested otherwise: y may be transformed too; the fits validate
+        heads, probed, reader = {}, set(), None
+        for params in candidates:
+            own = {k: v for k, v in params.items() if k.startswith(slot.prefix)}
+            rest = {k: v for k, v in params.items() if not k.startswith(slot.prefix)}
+            own_key, head_key = _params_key(own), _params_key(rest)
+            if (head_key, own_key) in probed:
+                continue
+            probed.add((head_key, own_key))
+            candidate = clone(self.estimator).set_params(**params)
+            if not slot.prefix:
+                Xt = X
+            elif head_key not in heads:
+                head = candidate[:-1]
+                Xt = heads[head_key] = clone(head).fit_transform(X, y) if len(head) else X
+            else:
+                Xt = heads[head_key]
+            probe = clone(slot.owner(candidate))
+            _, y_checked = probe._validated(Xt, y, warn=False)
+            if is_classifier(probe) and probe.get_params().get("classes", False) is None:
+                reader = (probe, y_checked)
+        if reader is not None:
+            probe, y_checked = reader
+            return X, y, {slot.key("classes"): probe._check_targets(y_checked, warn=True)}
         return X, y, {}
 
-    def _split(self, n_samples, rng):
+    def _validation_size(self, n_samples):
+        """Size of the validation part, from the public n; raises before any charge."""
         n_val = int(round(self.validation_fraction * n_samples))
         if not 1 <= n_val <= n_samples - 1:
             raise ValueError(
                 f"validation_fraction={self.validation_fraction!r} leaves {n_val} of "
                 f"{n_samples} samples for validation; both parts need at least one sample."
             )
+        return n_val
+
+    def _split(self, n_samples, rng):
+        n_val = self._validation_size(n_samples)
         permutation = rng.permutation(n_samples)
         return permutation[n_val:], permutation[:n_val]
 
@@ -619,8 +663,10 @@ class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
             # Do not ship the user's accountant to workers; _fit_candidate
             # installs a throwaway one there.
             est.set_params(**{slot.key("accountant"): None})
+            # fixed first: a candidate's own classes win over those read from y
+            # (the budget keys cannot be in params: _check_grid_keys).
             delayed_jobs.append(delayed(_fit_candidate)(
-                est, {**params, **fixed, **extra}, slot, X, y, os.getpid()))
+                est, {**fixed, **params, **extra}, slot, X, y, os.getpid()))
         # One catch_warnings here, not one per candidate: the warnings filters
         # are process-wide, and nested catch_warnings in threads (the
         # threading backend) would scramble the user's.
@@ -916,9 +962,10 @@ class DPGridSearchCV(_BaseDPSearch):
         _check_grid_keys(candidates, slot)
         _validate_candidates(self.estimator, candidates, slot)
         n_samples = _num_samples(X)
+        self._validation_size(n_samples)
         plan = self._plan(len(candidates), n_samples)
         source = getattr(self, "_ledger_source", f"{type(self).__name__}(K={len(candidates)})")
-        X, y, fixed = self._charge(slot, plan["events"], source, X, y)
+        X, y, fixed = self._charge(slot, plan["events"], source, X, y, candidates)
 
         rng = _rng(self.random_state)
         train, val = self._split(n_samples, rng)
@@ -995,7 +1042,13 @@ def _validate_distributions(estimator, dists, slot):
     check_rng = np.random.default_rng(0)  # public, data-independent draws
     for dist in dists:
         for name, values in dist.items():
-            options = [values.rvs(random_state=check_rng)] if hasattr(values, "rvs") else values
+            if not hasattr(values, "rvs"):
+                options = values
+            else:
+                options = [values.rvs(random_state=check_rng)]
+                # Discrete scipy distributions attain the ends of their support.
+                if isinstance(getattr(values, "dist", None), rv_discrete):
+                    options += [int(end) for end in values.support() if np.isfinite(end)]
             _validate_candidates(estimator, [{name: value} for value in options], slot)
 
 
@@ -1197,6 +1250,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         _check_grid_keys(dists, slot)
         _validate_distributions(self.estimator, dists, slot)
         n_samples = _num_samples(X)
+        self._validation_size(n_samples)
         plan = self._plan(n_samples)
         X, y, fixed = self._charge(slot, plan["events"], type(self).__name__, X, y)
 
@@ -1328,6 +1382,11 @@ def fit_auto_norm_bound(estimator, X, y):
                              f"K={len(search.param_grid['norm_bound'])})")
     search.fit(X, y)
     best = search.best_estimator_
+    # A refit replaces every fitted attribute: none of an earlier fit (say
+    # feature_names_in_ of a DataFrame) may survive.
+    for name in [name for name in vars(estimator) if name.endswith("_")
+                 and not name.startswith("_")]:
+        delattr(estimator, name)
     for name, value in vars(best).items():
         if name.endswith("_") and not name.startswith("_"):
             setattr(estimator, name, value)
