@@ -295,3 +295,23 @@ def test_budget_slack_is_rounding_only():
     assert acc.spent()[0] == pytest.approx(3.0, rel=1e-12)
     with pytest.raises(BudgetExceededError):
         acc.spend([GaussianEvent(mu=gdp_mu(3e-9, DELTA))])
+
+
+def test_delta_zero_is_for_pure_dp_ledgers_and_refuses_gaussian_releases_clearly():
+    # delta=0 is kept: a ledger of pure-DP events composes to a finite epsilon
+    # at delta 0.  A Gaussian release costs epsilon=inf there, and the refusal
+    # says why instead of only "costs epsilon=inf".
+    acc = PrivacyAccountant(epsilon=1.0, delta=0)
+    acc.spend(PureDPEvent(0.4))
+    acc.spend(PureDPEvent(0.4))
+    assert acc.spent() == (pytest.approx(0.8), 0.0)
+    with pytest.raises(BudgetExceededError, match=r"delta=0 admits no Gaussian release") as info:
+        acc.spend(GaussianEvent(0.1))
+    assert "delta in (0, 1]" in str(info.value)
+    assert len(acc.history) == 2
+    # A refusal that delta does not explain keeps the plain message.
+    with pytest.raises(BudgetExceededError) as info:
+        acc.spend(PureDPEvent(0.5))
+    assert "Gaussian" not in str(info.value)
+    with pytest.raises(ValueError, match=r"delta must be a number in \[0.0, 1.0\]"):
+        PrivacyAccountant(epsilon=1.0, delta=-1e-9)

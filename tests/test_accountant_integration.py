@@ -256,3 +256,82 @@ def test_random_search_fits_a_budget_at_another_delta_exactly(reg_data):
         refused.fit(X, reg_data[1])
     assert short.history == [] and short.spent()[0] == 0.0
     assert not hasattr(refused, "best_estimator_")
+
+
+_LOAD_AND_FIT = """
+import pickle, sys
+import numpy as np
+from sklearn.base import clone
+import dp_glm_sklearn as d
+
+est = pickle.loads(open(sys.argv[1], "rb").read())
+rng = np.random.default_rng(0)
+X = rng.normal(size=(100, 2)) / 2
+y = X[:, 0]
+if sys.argv[2] == "block":
+    budget = d.PrivacyAccountant(epsilon=5.0)
+    with d.default_accountant(budget):
+        est.fit(X, y)
+        clone(est).fit(X, y)
+    print("charged", len(budget.history), len(d.get_default_accountant().history))
+else:
+    for e in (est, clone(est)):
+        try:
+            e.fit(X, y)
+        except RuntimeError as exc:
+            print("refused", exc)
+    print("charged", len(d.get_default_accountant().history))
+"""
+
+
+def _fit_in_fresh_process(path, mode):
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _LOAD_AND_FIT, str(path), mode],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_estimator_saved_inside_a_default_block_fits_in_a_block_of_another_process(tmp_path):
+    # Pickled with accountant=None inside a block, it carries that block's
+    # accountant; loaded elsewhere, the block active there comes first.
+    saved = tmp_path / "est.pkl"
+    budget = PrivacyAccountant(epsilon=5.0)
+    with default_accountant(budget):
+        saved.write_bytes(pickle.dumps(DPLinearRegression(random_state=0)))
+    out = _fit_in_fresh_process(saved, "block")
+    assert out.strip().splitlines()[-1] == "charged 2 0"  # the new block, not the default
+    assert budget.history == []
+
+
+def test_estimator_saved_inside_a_default_block_refuses_without_one(tmp_path):
+    saved = tmp_path / "est.pkl"
+    with default_accountant(PrivacyAccountant(epsilon=5.0)):
+        saved.write_bytes(pickle.dumps(DPLinearRegression(random_state=0)))
+    lines = _fit_in_fresh_process(saved, "none").strip().splitlines()
+    assert lines[-1] == "charged 0"  # nothing reached the unlimited default
+    refusals = [line for line in lines if line.startswith("refused")]
+    assert len(refusals) == 2  # the estimator and its clone
+    for message in refusals:
+        assert "pickled while a default_accountant(...) block was active in another process" \
+            in message
+        assert "set_params(accountant=...)" in message
+        assert "default_accountant(...) block in this process" in message
+
+
+def test_a_block_in_this_process_beats_a_detached_pickled_default(data):
+    # What a fresh process sees, simulated: the carried default is detached.
+    X, y = data
+    detached = PrivacyAccountant(epsilon=5.0)
+    detached._home_pid = -1
+    est = _clf(None)
+    est._pickled_default_accountant = detached
+    with pytest.raises(RuntimeError, match="pickled while a default_accountant"):
+        est.fit(X, y)
+    budget = PrivacyAccountant(epsilon=5.0)
+    with default_accountant(budget):
+        est.fit(X, y)
+        clone(est).fit(X, y)
+    assert len(budget.history) == 2 and detached.history == []

@@ -337,3 +337,29 @@ def test_a_value_that_is_not_a_number_is_not_quoted(where):
         with pytest.raises(ValueError, match="must be numeric") as info:
             fitted.predict(X)
         assert "alice" not in str(info.value)
+
+
+@pytest.mark.parametrize("classes", [[[0, 1]], np.array([[0], [1]]), [[0, 1], [2]]])
+def test_classes_must_be_one_dimensional(classes):
+    X, y = make_classification(n_samples=100, n_features=4, random_state=0)
+    acc = PrivacyAccountant(epsilon=5.0)
+    for norm_bound in (10.0, "auto"):
+        clf = DPLogisticRegression(classes=classes, norm_bound=norm_bound, accountant=acc)
+        with pytest.raises(ValueError, match=r"'classes' parameter .* must be 1-D"):
+            clf.fit(X, y)
+        assert not hasattr(clf, "classes_")
+    assert acc.history == []  # refused before any charge
+
+
+@pytest.mark.parametrize("Estimator", [DPLinearRegression, DPLogisticRegression,
+                                       DPHuberRegressor])
+def test_docstring_lists_parameters_in_signature_order(Estimator):
+    import inspect
+    import re
+
+    doc = inspect.getdoc(Estimator)
+    section = re.search(r"^Parameters\n-+\n(.*?)\n^\S[^\n]*\n-+$", doc, re.S | re.M)
+    documented = re.findall(r"^(\w+) :", section.group(1), re.M)
+    signature = [name for name in inspect.signature(Estimator.__init__).parameters
+                 if name != "self"]
+    assert documented == signature

@@ -13,7 +13,10 @@ from .._warn import warn_user
 from ..losses import HuberLoss, LogisticLoss, MultinomialLoss, SquaredLoss
 from ..privacy.accountant import PrivacyLeakWarning
 
-_SHARED_PARAMS = """epsilon : float in (0, inf], default=1.0
+# The parameters every estimator shares, in three blocks so that each class
+# docstring can list its own parameters where its __init__ signature has them:
+# after feature_norm (y_bound, threshold) or after l2_regularization (classes).
+_PARAMS_HEAD = """epsilon : float in (0, inf], default=1.0
         Privacy parameter epsilon of the (epsilon, delta)-DP guarantee of one
         ``fit``. ``np.inf`` trains without noise (no privacy) and solves the
         constrained problem exactly; only an accountant with an infinite
@@ -29,9 +32,9 @@ _SHARED_PARAMS = """epsilon : float in (0, inf], default=1.0
         default suits rows normalized to unit norm, e.g. by
         :class:`sklearn.preprocessing.Normalizer`, a row-wise transform that
         is private in itself. Never estimate it from the data you protect: a
-        bound read from the data leaks it.
+        bound read from the data leaks it."""
 
-    norm_bound : float > 0 or "auto", default={norm_bound}
+_PARAMS_BODY = """norm_bound : float > 0 or "auto", default={norm_bound}
         Public radius B of the constraint ball ``||w|| <= B`` on the
         coefficients (intercept included, in the scaled units of SPEC 1). The
         sensitivity of the mechanisms grows with B for the squared loss; the
@@ -93,9 +96,9 @@ _SHARED_PARAMS = """epsilon : float in (0, inf], default=1.0
         Strength lambda of the ``lambda / 2 ||w||**2`` term of
         ``method="output_perturbation"``; the noise scales like ``1 / lambda``.
         ``None`` takes it from the paper's Theorems 3 and 5
-        (:func:`dp_glm_sklearn.mechanisms.auto.default_l2`).
+        (:func:`dp_glm_sklearn.mechanisms.auto.default_l2`)."""
 
-    random_state : int, RandomState instance, Generator or None, default=None
+_PARAMS_TAIL = """random_state : int, RandomState instance, Generator or None, default=None
         Seeds the noise (a :class:`numpy.random.Generator`). ``None`` draws
         the seed from the operating system, as a deployment should.
 
@@ -140,6 +143,12 @@ _REGRESSION_NOTES = """Notes
     an error would itself reveal a record.
 
     ``predict`` applies the linear model to X as given (no clipping)."""
+
+
+def _params(**body):
+    """The three shared parameter blocks, for :func:`_fill`."""
+    return dict(params_head=_PARAMS_HEAD, params_body=_PARAMS_BODY.format(**body),
+                params_tail=_PARAMS_TAIL)
 
 
 def _fill(**blocks):
@@ -221,7 +230,7 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
         return tags
 
 
-@_fill(params=_SHARED_PARAMS.format(
+@_fill(**_params(
     norm_bound="10.0",
     norm_bound_note="Scale it with the label range: ``|prediction| <= B * X_aug``.",
 ), attributes=_SHARED_ATTRIBUTES, notes=_REGRESSION_NOTES)
@@ -233,11 +242,15 @@ class DPLinearRegression(_DPRegressorBase):
 
     Parameters
     ----------
-    {params}
+    {params_head}
 
     y_bound : float > 0 or (low, high), default=1.0
         Public range of the labels: a float Y means [-Y, Y]. Labels outside
         are clipped to it. Take it from domain knowledge, never from the data.
+
+    {params_body}
+
+    {params_tail}
 
     Attributes
     ----------
@@ -294,7 +307,7 @@ class DPLinearRegression(_DPRegressorBase):
         return SquaredLoss()
 
 
-@_fill(params=_SHARED_PARAMS.format(
+@_fill(**_params(
     norm_bound="10.0",
     norm_bound_note="Scale it with the label range: ``|prediction| <= B * X_aug``.",
 ), attributes=_SHARED_ATTRIBUTES, notes=_REGRESSION_NOTES)
@@ -308,7 +321,7 @@ class DPHuberRegressor(_DPRegressorBase):
 
     Parameters
     ----------
-    {params}
+    {params_head}
 
     y_bound : float > 0 or (low, high), default=1.0
         Public range of the labels: a float Y means [-Y, Y]. Labels outside
@@ -325,6 +338,10 @@ class DPHuberRegressor(_DPRegressorBase):
         (the gradient bound is ``M * X``), not to ``norm_bound * X + Y`` as
         for least squares, which is why this estimator is often the better
         choice for bounded regression targets.
+
+    {params_body}
+
+    {params_tail}
 
     Attributes
     ----------
@@ -386,7 +403,7 @@ class DPHuberRegressor(_DPRegressorBase):
         return HuberLoss(self.threshold)
 
 
-@_fill(params=_SHARED_PARAMS.format(
+@_fill(**_params(
     norm_bound="10.0",
     norm_bound_note="It caps how confident the model can get: ``|logit| <= B * X_aug``.",
 ), attributes=_SHARED_ATTRIBUTES)
@@ -399,12 +416,16 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
 
     Parameters
     ----------
-    {params}
+    {params_head}
+
+    {params_body}
 
     classes : array-like, default=None
         The public set of class labels. ``None`` reads them from ``y``, which
         reveals which labels occur in the data (a :class:`PrivacyLeakWarning`
         says so); declare them to avoid that leak.
+
+    {params_tail}
 
     Attributes
     ----------
@@ -471,12 +492,32 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
     def _is_classifier(self):
         return True
 
+    def _declared_classes(self):
+        """The declared ``classes`` as a sorted 1-D array of unique labels.
+
+        Raises a ValueError if they are not 1-D: flattening ``[[0, 1]]`` would
+        guess what was meant.
+        """
+        try:
+            classes = np.asarray(self.classes)
+        except ValueError:  # ragged nested sequences
+            classes = None
+        if classes is None or classes.ndim != 1:
+            shape = "a ragged nested sequence" if classes is None else f"shape {classes.shape}"
+            raise ValueError(
+                "The 'classes' parameter of DPLogisticRegression must be 1-D, a "
+                f"sequence of class labels such as [0, 1]; got {shape}."
+            )
+        return np.unique(classes)
+
     def _check_targets(self, y, *, warn=True):
         """The classes: declared (every label must be one), or read from y.
 
         Reading them from y warns (:class:`PrivacyLeakWarning`) unless
         ``warn=False`` (a search reads them once and warns once).
         """
+        if self.classes is not None:
+            declared = self._declared_classes()  # a parameter error comes before y's
         check_classification_targets(y)
         if self.classes is None:
             classes = np.unique(y)
@@ -487,7 +528,7 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
                     PrivacyLeakWarning,
                 )
         else:
-            classes = np.unique(np.asarray(self.classes))
+            classes = declared
             # The message names the public classes only: echoing the offending
             # labels would release values of the private data.
             if np.setdiff1d(y, classes).size:

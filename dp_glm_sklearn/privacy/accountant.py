@@ -7,6 +7,7 @@ always recomputed from the whole ledger by :func:`~.events.compose`, so
 Gaussian releases compose exactly.
 """
 
+import math
 import os
 import threading
 import uuid
@@ -18,7 +19,13 @@ from datetime import datetime
 import numpy as np
 
 from .calibration import _check_real
-from .events import _as_event_tuple, compose
+from .events import (
+    ApproxDPEvent,
+    GaussianEvent,
+    RandomStoppingEvent,
+    _as_event_tuple,
+    compose,
+)
 
 __all__ = [
     "BudgetExceededError",
@@ -116,7 +123,12 @@ class PrivacyAccountant:
         Budget: the largest total epsilon allowed, in ``[0, inf]``.
     delta : float, default=1e-6
         The delta at which the total is measured, in ``[0, 1]``.  Use
-        ``delta`` well below ``1 / n_samples``.
+        ``delta`` well below ``1 / n_samples``.  ``delta=0`` is accepted for
+        a ledger of pure-DP releases only (:class:`~.events.PureDPEvent`, or
+        :class:`~.events.ApproxDPEvent` with ``delta=0``, which compose to a
+        finite epsilon at delta 0): it admits no Gaussian release, so with a
+        finite ``epsilon`` every fit of the DP estimators (a Gaussian
+        mechanism, whose epsilon at delta 0 is infinite) is refused.
 
     Attributes
     ----------
@@ -146,6 +158,11 @@ class PrivacyAccountant:
       forked child process inherits.  A detached copy sent back to the
       original's process (e.g. inside a fitted estimator) becomes the
       original again.
+    - An estimator with ``accountant=None`` pickled inside a
+      :func:`default_accountant` block carries that block's accountant (see
+      :func:`get_default_accountant`).  Loaded in another process it is
+      charged to a default installed there with :func:`default_accountant`,
+      if a block is active; otherwise its fits are refused.
     - Unpickled in the process it was created in after the original was
       garbage collected (a saved session), it is restored as a working
       accountant with its ledger.  Loaded by another process, a saved
@@ -222,12 +239,22 @@ class PrivacyAccountant:
         self._ensure_attached()
         total = compose(self._all_events() + list(events), self._delta)
         if total > self._epsilon * (1.0 + _BUDGET_RTOL):
+            cost = compose(events, self._delta)
+            hint = ""
+            if self._delta == 0 and math.isinf(cost) and _needs_positive_delta(events):
+                hint = (
+                    " The accountant's delta=0 admits no Gaussian release: a Gaussian "
+                    "mechanism (every fit of the DP estimators) is (epsilon, delta)-DP "
+                    "only for delta > 0, so it costs epsilon=inf at delta=0. delta=0 "
+                    "suits ledgers of pure-DP events only; to charge Gaussian releases, "
+                    "create the PrivacyAccountant with delta in (0, 1], e.g. delta=1e-6."
+                )
             raise BudgetExceededError(
                 f"privacy budget exceeded: budget (epsilon={self._epsilon:.6g}, "
                 f"delta={self._delta:.3g}); already spent "
                 f"epsilon={self._spent_epsilon():.6g}; this request costs "
-                f"epsilon={compose(events, self._delta):.6g} on its own; the "
-                f"total would be epsilon={total:.6g}. Nothing was recorded."
+                f"epsilon={cost:.6g} on its own; the "
+                f"total would be epsilon={total:.6g}. Nothing was recorded.{hint}"
             )
         return total
 
@@ -353,6 +380,18 @@ class PrivacyAccountant:
         return _restore_accountant, (self._uid, self._home_pid, state)
 
 
+def _needs_positive_delta(events):
+    """True if ``events`` hold a finite release that is private only for delta > 0."""
+    for event in events:
+        if isinstance(event, (GaussianEvent, RandomStoppingEvent)):
+            if 0.0 < event.mu < math.inf:
+                return True
+        elif isinstance(event, ApproxDPEvent):
+            if event.delta > 0 and event.epsilon < math.inf:
+                return True
+    return False
+
+
 def _format_table(columns, rows, summary):
     """Plain-text version of :meth:`PrivacyAccountant.report`."""
     cells = [columns] + [[row[0], row[1], row[2], f"{row[3]:.6g}", f"{row[4]:.6g}"] for row in rows]
@@ -399,7 +438,10 @@ def get_default_accountant():
     with the estimators pickled for such a worker, where it is detached and
     refuses the fit rather than lose the charge; pass an explicit accountant
     for the same behaviour (see "Copies and processes" in
-    :class:`PrivacyAccountant`).
+    :class:`PrivacyAccountant`).  A default installed with
+    :func:`default_accountant` in the process that fits takes precedence: an
+    estimator saved inside a block and loaded elsewhere is charged to the
+    block active where it is loaded, and refuses only without one.
 
     Returns
     -------
@@ -420,13 +462,40 @@ class _DefaultAccountantMixin:
     searches and ``cross_val_score`` clone what they were sent) inherit it
     (:meth:`__sklearn_clone__`): without that, ``cross_val_score(search,
     n_jobs=2)`` would run every fit unpaid.
+
+    A default installed with :func:`default_accountant` in the current
+    process comes first: an estimator saved inside a block and loaded in
+    another process is charged to the block active there, and only without
+    one does the detached default it carries refuse the fit.
     """
 
     def _default_accountant(self):
+        """The accountant to charge when ``accountant=None``.
+
+        Raises
+        ------
+        RuntimeError
+            If the estimator carries a default from another process and no
+            :func:`default_accountant` block is active in this one.
+        """
+        with _DEFAULT_LOCK:
+            current = _default_locked()
+            if current is not _builtin_default:
+                return current  # a block is active in this process
         pickled = self.__dict__.get("_pickled_default_accountant")
         if pickled is not None and pickled.detached:
-            return pickled
-        return get_default_accountant()
+            raise RuntimeError(
+                f"{type(self).__name__} has accountant=None and was pickled while a "
+                "default_accountant(...) block was active in another process (process "
+                f"{pickled._home_pid}; this is process {os.getpid()}); a charge made "
+                "here could not reach that block's accountant, so the fit is refused "
+                "rather than charged to this process's unlimited default. Give it an "
+                "accountant with set_params(accountant=...), or fit it inside a "
+                "default_accountant(...) block in this process. (In a joblib worker "
+                "process, e.g. cross_val_score(..., n_jobs=2), fit with n_jobs=1 or "
+                "a threading backend instead.)"
+            )
+        return current
 
     def __getstate__(self):
         state = super().__getstate__()
