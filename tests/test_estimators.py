@@ -15,9 +15,12 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import Normalizer
 
 from dp_glm_sklearn import (
+    DPConfidenceBoosting,
+    DPGridSearchCV,
     DPHuberRegressor,
     DPLinearRegression,
     DPLogisticRegression,
+    DPRandomizedSearchCV,
     PrivacyAccountant,
     PrivacyLeakWarning,
 )
@@ -352,7 +355,8 @@ def test_classes_must_be_one_dimensional(classes):
 
 
 @pytest.mark.parametrize("Estimator", [DPLinearRegression, DPLogisticRegression,
-                                       DPHuberRegressor])
+                                       DPHuberRegressor, DPGridSearchCV,
+                                       DPRandomizedSearchCV, DPConfidenceBoosting])
 def test_docstring_lists_parameters_in_signature_order(Estimator):
     import inspect
     import re

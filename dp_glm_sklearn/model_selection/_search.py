@@ -442,7 +442,9 @@ def _search_estimator_has(attr):
     return check
 
 
-_SHARED_PARAMS = """epsilon : float in (0, inf], default=1.0
+#: The Parameters shared by the searches, in three pieces so that each
+#: class lists its parameters in the order of its signature.
+_PARAMS_BUDGET = """epsilon : float in (0, inf], default=1.0
         Total privacy budget of ``fit``: the whole search (every candidate
         and the selection, plus the refit when ``refit=True``) is
         (epsilon, delta)-DP. ``np.inf`` runs without privacy.
@@ -467,9 +469,9 @@ _SHARED_PARAMS = """epsilon : float in (0, inf], default=1.0
 
         ``None`` means ``"accuracy"`` for classifiers and
         ``"neg_mean_absolute_error"`` for regressors (on the benchmark the
-        absolute error's smaller range made it the sharper private score).
+        absolute error's smaller range made it the sharper private score)."""
 
-    validation_fraction : float in (0, 1), default={validation_fraction}
+_PARAMS_SPLIT = """validation_fraction : float in (0, 1), default={validation_fraction}
         Fraction of the samples (a seeded random permutation, independent of
         the data) held out for the selection.
 
@@ -491,9 +493,9 @@ _SHARED_PARAMS = """epsilon : float in (0, inf], default=1.0
         ``benchmarks/model_selection.py`` it gave the better test metric on
         every data set and epsilon, by far the most on small data
         (diabetes, 331 records), where a candidate trained on part of the
-        records at a fraction of the budget is very noisy.
+        records at a fraction of the budget is very noisy."""
 
-    n_jobs : int, default=None
+_PARAMS_RUN = """n_jobs : int, default=None
         Candidates trained in parallel by joblib. Every candidate runs
         pre-paid, so worker processes never charge an accountant.
 
@@ -818,7 +820,7 @@ class DPGridSearchCV(_BaseDPSearch):
     param_grid : dict or list of dicts
         As in GridSearchCV. It may not contain the privacy parameters.
 
-    {params}
+    {budget}
 
     selection : {{"gem", "exponential"}}, default="gem"
         The private selection: the generalized exponential mechanism
@@ -829,6 +831,8 @@ class DPGridSearchCV(_BaseDPSearch):
         at half the epsilon, so ``"gem"`` then runs the exponential
         mechanism.
 
+    {split}
+
     refit_share : float in (0, 1), default={refit_share}
         With ``refit=True``, the share of the GDP budget (of ``mu**2``) that
         the refit gets; the search gets the rest. Ignored without refit. Any
@@ -837,6 +841,8 @@ class DPGridSearchCV(_BaseDPSearch):
         are too noisy to rank the parameters, a larger share (0.8) gave
         the better model on ``benchmarks/model_selection.py``; where the
         selection has signal, 0.5 did.
+
+    {run}
 
     Attributes
     ----------
@@ -1005,7 +1011,9 @@ class DPGridSearchCV(_BaseDPSearch):
 
 
 DPGridSearchCV.__doc__ = DPGridSearchCV.__doc__.format(
-    params=_SHARED_PARAMS.format(validation_fraction=_VALIDATION_FRACTION),
+    budget=_PARAMS_BUDGET.format(),
+    split=_PARAMS_SPLIT.format(validation_fraction=_VALIDATION_FRACTION),
+    run=_PARAMS_RUN.format(),
     attributes=_SHARED_ATTRIBUTES,
     refit_share=_REFIT_SHARE)
 
@@ -1087,7 +1095,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         or to distributions with an ``rvs`` method (``scipy.stats``). A list
         of dicts: one dict is drawn uniformly first.
 
-    {params}
+    {budget}
 
     mean_candidates : float > 1, default=10.0
         Expected number of candidates tried.
@@ -1096,6 +1104,10 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         Distribution of the number of candidates (truncated negative binomial
         of shape 0 or 1); the logarithmic one costs less privacy at the same
         mean.
+
+    {split}
+
+    {run}
 
     Attributes
     ----------
@@ -1290,7 +1302,9 @@ class DPRandomizedSearchCV(_BaseDPSearch):
 
 
 DPRandomizedSearchCV.__doc__ = DPRandomizedSearchCV.__doc__.format(
-    params=_SHARED_PARAMS.format(validation_fraction=_VALIDATION_FRACTION))
+    budget=_PARAMS_BUDGET.format(),
+    split=_PARAMS_SPLIT.format(validation_fraction=_VALIDATION_FRACTION),
+    run=_PARAMS_RUN.format())
 
 
 # -- norm_bound="auto": the paper's private grid over the norm bound ---------------------
