@@ -1,29 +1,151 @@
-"""The code in the README and the user guide runs as written.
+"""The code in the README and the user guide runs as written, and gives the
+numbers the text quotes.
 
 Each document's ```python blocks are executed in order in one namespace, as a
-reader would paste them.
+reader would paste them.  The numbers the documents quote next to the code are
+read from the document text (not copied here), so that editing a quoted number,
+or a change of the library that moves it, fails a test.  A quoted number is
+checked to the precision it is written with: ``1.14`` means the value rounds to
+1.14 (``|value - 1.14| <= 0.005``); a number in exponent notation (``1e-06``)
+must be equal.
 """
 
+import contextlib
+import io
 import pathlib
 import re
+import statistics
 import warnings
 
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 DOCUMENTS = ["README.md", "docs/user_guide.md"]
+NUMBER = r"(-?\d+(?:\.\d+)?(?:e-?\d+)?)"
+WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
+
+
+def read(path):
+    return (ROOT / path).read_text()
 
 
 def python_blocks(path):
-    return re.findall(r"```python\n(.*?)```", (ROOT / path).read_text(), flags=re.S)
+    return re.findall(r"```python\n(.*?)```", read(path), flags=re.S)
 
 
-@pytest.mark.parametrize("document", DOCUMENTS)
-def test_document_code_runs(document, capsys):
+def run_blocks(document):
+    """Execute the blocks in order; after each, a snapshot (names, printed text)."""
     blocks = python_blocks(document)
     assert blocks, f"{document} has no python code block"
     namespace = {"__name__": "__docs__"}
+    snapshots = []
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the documented code must not warn
         for block in blocks:
-            exec(compile(block, document, "exec"), namespace)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                exec(compile(block, document, "exec"), namespace)
+            snapshots.append((block, dict(namespace), out.getvalue()))
+    return snapshots
+
+
+@pytest.fixture(scope="module")
+def executed():
+    """Each document run once for the whole module."""
+    return {document: run_blocks(document) for document in DOCUMENTS}
+
+
+def quoted(text, pattern, where):
+    """The numbers (as written) captured by ``pattern`` in ``text``; fails if absent."""
+    match = re.search(pattern, " ".join(text.split()))  # line breaks are spaces
+    assert match, f"{where}: no text matching {pattern!r}; update the document or this test"
+    return match.groups()
+
+
+def assert_quoted(value, written, what):
+    """``value`` agrees with the number ``written`` to the precision it is written with."""
+    expected = float(written)
+    if "e" in written.lower():
+        assert value == pytest.approx(expected, rel=1e-12), f"{what}: {value!r} vs {written}"
+        return
+    decimals = len(written.split(".")[1]) if "." in written else 0
+    assert abs(value - expected) <= 0.5 * 10.0**-decimals * (1 + 1e-9), (
+        f"{what}: the code gives {value!r}, the document quotes {written}")
+
+
+def block_with(snapshots, marker):
+    (found,) = [s for s in snapshots if marker in s[0]]
+    return found
+
+
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_document_code_runs(document, executed):
+    assert len(executed[document]) == len(python_blocks(document))
+
+
+# -- README quickstart ------------------------------------------------------------------
+def test_readme_quickstart_privacy_numbers(executed):
+    block, ns, _ = block_with(executed["README.md"], "reg.privacy_spent_, acc.spent()")
+    fit_eps, fit_delta, acc_eps, acc_delta = quoted(
+        block,
+        rf"reg\.privacy_spent_, acc\.spent\(\)\s*#\s*\({NUMBER}, {NUMBER}\) for this fit;"
+        rf"\s*\({NUMBER}, {NUMBER}\)",
+        "README quickstart")
+    reg, acc = ns["reg"], ns["acc"]
+    assert_quoted(reg.privacy_spent_[0], fit_eps, "privacy_spent_ epsilon")
+    assert_quoted(reg.privacy_spent_[1], fit_delta, "privacy_spent_ delta")
+    assert_quoted(acc.spent()[0], acc_eps, "acc.spent() epsilon")
+    assert_quoted(acc.spent()[1], acc_delta, "acc.spent() delta")
+
+
+def test_readme_quickstart_scores(executed):
+    from sklearn.linear_model import LinearRegression
+
+    block, ns, _ = block_with(executed["README.md"], "reg.score(X_test, y_test)")
+    here, median, non_private = quoted(
+        block,
+        rf"reg\.score\(X_test, y_test\)\s*#\s*R\^2 {NUMBER} here; median {NUMBER} over noise "
+        rf"seeds 0-99 \({NUMBER} non-private\)",
+        "README quickstart")
+    reg = ns["reg"]
+    X_train, X_test, y_train, y_test = (ns[k] for k in ("X_train", "X_test", "y_train",
+                                                          "y_test"))
+    assert_quoted(reg.score(X_test, y_test), here, "R^2 of the quickstart fit")
+    # The median over noise seeds: random_state 0..99, everything else as in the
+    # quickstart (deterministic; over 1000 seeds the median is 0.10).
+    params = {k: v for k, v in reg.get_params().items() if k not in ("accountant",
+                                                                      "random_state")}
+    scores = [type(reg)(**params, random_state=seed).fit(X_train, y_train).score(X_test, y_test)
+              for seed in range(100)]
+    assert_quoted(statistics.median(scores), median, "median R^2 over seeds 0..99")
+    baseline = LinearRegression().fit(X_train, y_train).score(X_test, y_test)
+    assert_quoted(baseline, non_private, "non-private R^2 (LinearRegression)")
+
+
+# -- user guide, section 4: the accountant ------------------------------------------------
+def test_user_guide_accountant_numbers(executed):
+    from dp_glm_sklearn.privacy import compose
+
+    block, ns, printed = block_with(executed["docs/user_guide.md"], "cross_val_score(")
+    text = read("docs/user_guide.md")
+    count, fit_eps, total, acc_delta, fifth, budget = quoted(
+        text,
+        rf"(\w+) fits of epsilon {NUMBER} \(each at\s+its default delta, below 1/n\) compose, "
+        rf"exactly in Gaussian DP, to {NUMBER} at the\s+accountant's delta = {NUMBER}; a fifth "
+        rf"would bring the total to {NUMBER} > {NUMBER}",
+        "docs/user_guide.md section 4")
+    acc, clf = ns["acc"], ns["clf"]
+    assert_quoted(acc.epsilon, budget, "the accountant's budget")
+    assert_quoted(acc.delta, acc_delta, "the accountant's delta")
+    assert_quoted(clf.epsilon, fit_eps, "epsilon of each fit")
+    history = acc.history
+    assert len(history) == WORDS[count.lower()], "number of fits charged"
+    assert_quoted(acc.spent()[0], total, f"total after {count.lower()} fits")
+    # The refused fifth fit: what the error printed, and the same fit recomputed.
+    assert "refused:" in printed
+    (would_be,) = quoted(printed, rf"the total would be epsilon={NUMBER}", "printed refusal")
+    assert_quoted(float(would_be), fifth, "total with a fifth fit (error message)")
+    events = [event for record in history for event in record.events]
+    recomputed = compose(events + list(history[-1].events), acc.delta)
+    assert_quoted(recomputed, fifth, "total with a fifth fit (recomputed)")
+    assert recomputed > acc.epsilon

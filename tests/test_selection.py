@@ -143,7 +143,16 @@ def test_probit_of_expit_has_the_shape_the_proof_uses():
 
 # -- neighbouring score vectors ----------------------------------------------------------
 def _neighbours(rng, d, n_pairs=300):
-    """Pairs (u, u') with |u_j - u'_j| <= d_j: random and extreme (corners)."""
+    """Pairs (u, u') with |u_j - u'_j| <= d_j: random and extreme (corners).
+
+    The checks that the pairs come near a bound (``worst > c * epsilon``) are
+    seeded; their false-failure probabilities, over the seed, are stated where
+    they are made.  With one common sensitivity a corner whose shifts have both
+    signs moves the log-probabilities of the exponential mechanism by amounts
+    spanning exactly ``epsilon`` (``(epsilon / (2 delta)) * 2 delta``): all 150
+    corners (6 candidates) have one sign with probability ``(2 / 2**6)**150 <
+    1e-225``.
+    """
     k = len(d)
     for t in range(n_pairs):
         u = rng.normal(scale=3 * d.max(), size=k)
@@ -178,7 +187,10 @@ def test_exponential_mechanism_obeys_epsilon_on_neighbours(epsilon):
         worst = max(worst, _max_log_ratio(p, q))
     assert worst <= epsilon * (1 + 1e-9)
     # The extreme pairs come close to the bound, so a mechanism that dropped
-    # the factor 2 (twice the epsilon) would fail the same check.
+    # the factor 2 (twice the epsilon) would fail the same check.  A corner with
+    # shifts of both signs spans epsilon, so its largest |log ratio| exceeds
+    # epsilon / 2 unless the span is centred on 0 exactly: false failure only
+    # if no corner has both signs, P < 1e-225 (_neighbours).
     assert worst > 0.5 * epsilon
 
 
@@ -190,6 +202,8 @@ def test_neighbour_check_catches_a_mechanism_without_the_factor_two():
         p = exponential_mechanism_probabilities(u, delta / 2, epsilon)  # wrong: eps u / Delta
         q = exponential_mechanism_probabilities(v, delta / 2, epsilon)
         worst = max(worst, _max_log_ratio(p, q))
+    # The wrong mechanism spans 2 epsilon on a corner with both signs: this
+    # fails only if no corner has both, P < 1e-225 (_neighbours).
     assert worst > epsilon
 
 
@@ -279,7 +293,13 @@ def test_gem_obeys_epsilon_on_neighbours(d, epsilon):
         np.testing.assert_allclose(gem_probabilities(u, d, epsilon), np.exp(lp), atol=1e-12)
         worst = max(worst, float(np.max(np.abs(lp - lq))))
     assert worst <= epsilon * (1 + 1e-9)
-    assert worst > 0.25 * epsilon  # the extreme pairs come near the bound
+    # The extreme pairs come near the bound.  False failure: every one of the
+    # 300 (independent) pairs must stay at or below 0.25 epsilon; simulated on
+    # 3000 pairs per case (other seeds), a pair does so with probability at most
+    # 0.52 (common sensitivity, epsilon 0.2; 0.03 to 0.11 otherwise), so
+    # P < 0.52**300 < 1e-86.  Over 200 other seeds per case, the smallest worst
+    # was 0.40 epsilon.
+    assert worst > 0.25 * epsilon
 
 
 @pytest.mark.parametrize("epsilon", [0.5, 2.0])
@@ -365,8 +385,13 @@ def test_random_stopping_refuses_a_budget_below_its_floor():
 
 @pytest.mark.parametrize("stopping", ["logarithmic", "geometric"])
 def test_stopping_count_has_the_requested_mean(stopping):
-    # The sample mean of 4000 draws is within 5 standard errors of the mean
-    # (false failure probability below 1e-6).
+    # The sample mean of 4000 draws is within 5 (estimated) standard errors of
+    # the mean.  False failure: the t statistic of these skewed counts has
+    # heavier tails than the normal's 5.7e-7 at 5; the two-sided Edgeworth
+    # expansion (Hall 1987, order 1/n) gives 2.3e-6 (logarithmic; skewness 3.6,
+    # excess kurtosis 21) and 1.1e-6 (geometric).  Simulated over 500,000
+    # seeds each: |t| > 4 in 1.3e-4 and 8e-5 of them (normal: 6.3e-5), > 4.5
+    # in 1.8e-5 and 1.4e-5, > 5 in none.
     rng = np.random.default_rng(6)
     draws = np.array([sample_stopping_count(5.0, stopping, rng) for _ in range(4000)])
     assert draws.min() >= 1
@@ -407,7 +432,9 @@ def test_exponential_mechanism_is_bounded_range_on_neighbours(epsilon):
         lq = np.log(exponential_mechanism_probabilities(v, delta, epsilon))
         worst = max(worst, _log_ratio_range(lp, lq))
     assert worst <= epsilon * (1 + 1e-9)
-    assert worst > 0.9 * epsilon  # corners reach the bound: it is not loose
+    # Corners with shifts of both signs span epsilon exactly: the bound is not
+    # loose.  False failure only if no corner has both signs, P < 1e-225.
+    assert worst > 0.9 * epsilon
 
 
 @pytest.mark.parametrize("d", SENSITIVITY_SETS)
