@@ -11,3 +11,12 @@ def reg_data():
     X = rng.normal(size=(1200, 3)) / 2
     y = X @ [0.5, -0.5, 0.25] + 0.1 * rng.normal(size=1200)
     return X, y
+
+
+@pytest.fixture(scope="session")
+def clf_data():
+    """A small binary classification: 1200 rows, 4 features, labels 0 and 1."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1200, 4))
+    y = (X @ [1.5, -1.0, 0.5, 0.0] + 0.3 * rng.normal(size=1200) > 0).astype(int)
+    return X, y

@@ -48,14 +48,6 @@ from dp_glm_sklearn.privacy.selection import (
 DELTA = 1e-5
 
 
-@pytest.fixture(scope="module")
-def clf_data():
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(1200, 4))
-    y = (X @ [1.5, -1.0, 0.5, 0.0] + 0.3 * rng.normal(size=1200) > 0).astype(int)
-    return X, y
-
-
 def _clf(**kw):
     return DPLogisticRegression(feature_norm=4.0, classes=[0, 1], max_iter=20, **kw)
 

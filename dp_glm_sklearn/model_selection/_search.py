@@ -183,6 +183,7 @@ def _validate_candidates(estimator, candidates, slot):
     An invalid value in the grid (say ``norm_bound=-1``) would otherwise raise
     only when its candidate is trained, after the whole budget was spent.
     """
+    expected = type(slot.owner(estimator))
     for params in candidates:
         candidate = clone(estimator).set_params(**params)
         if _find_dp_slot(candidate).prefix != slot.prefix:
@@ -191,10 +192,10 @@ def _validate_candidates(estimator, candidates, slot):
                 "the grid may change its parameters, not the estimator itself."
             )
         owner = slot.owner(candidate)
-        if type(owner) is not type(slot.owner(estimator)):
+        if type(owner) is not expected:
             raise ValueError(
-                f"The parameter grid replaces the DP estimator {type(slot.owner(estimator))}"
-                f" by {type(owner)} ({params!r}); the grid may change its parameters only."
+                f"The parameter grid replaces the DP estimator {expected} by {type(owner)} "
+                f"({params!r}); the grid may change its parameters only."
             )
         # scikit-learn's declarative checks, of every step with them.
         parts = [candidate, *candidate.get_params(deep=True).values()]
