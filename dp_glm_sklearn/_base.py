@@ -18,11 +18,11 @@ encoded (:meth:`_encode_targets`).
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, _fit_context
-from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import _num_samples, check_is_fitted, validate_data
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._objective import GLMObjective, PublicProblem
+from ._sklearn_compat import Interval, StrOptions, fit_context, num_samples
 from ._warn import warn_user
 from .mechanisms import MECHANISMS, calibrate, resolve, train
 from .mechanisms.noisy_gd import default_max_iter
@@ -132,7 +132,7 @@ class _BaseDPGLM(_DefaultAccountantMixin, BaseEstimator):
         delta = default_delta(n_samples) if self.delta is None else float(self.delta)
         return float(self.epsilon), delta
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit the model with an (epsilon, delta)-DP guarantee.
 
@@ -156,7 +156,7 @@ class _BaseDPGLM(_DefaultAccountantMixin, BaseEstimator):
             trained and the estimator stays unfitted.
         """
         accountant = self._accountant()
-        epsilon, delta = self._target_privacy(_num_samples(X))
+        epsilon, delta = self._target_privacy(num_samples(X))
         # Fail fast, before any data value is read: every mechanism is
         # calibrated to exactly (epsilon, delta), i.e. one mu-GDP release.
         accountant.check([GaussianEvent(mu=gdp_mu(epsilon, delta))])

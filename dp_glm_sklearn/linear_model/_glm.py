@@ -5,10 +5,10 @@ from numbers import Real
 import numpy as np
 from scipy.special import expit, softmax
 from sklearn.base import ClassifierMixin, RegressorMixin
-from sklearn.utils._param_validation import Interval
 from sklearn.utils.multiclass import check_classification_targets
 
 from .._base import _BaseDPGLM
+from .._sklearn_compat import Interval
 from .._warn import warn_user
 from ..losses import HuberLoss, LogisticLoss, MultinomialLoss, SquaredLoss
 from ..privacy.accountant import PrivacyLeakWarning

@@ -36,12 +36,9 @@ ONE ``GaussianEvent(mu)`` is recorded and charged, before any data value is read
 from numbers import Integral
 
 import numpy as np
-from sklearn.base import _fit_context
-from sklearn.utils import _safe_indexing
-from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import _num_samples
 
 from .._base import _rng, default_delta
+from .._sklearn_compat import Interval, fit_context, num_samples, safe_indexing
 from ..privacy.calibration import gdp_mu
 from ..privacy.events import GaussianEvent, compose
 from ..privacy.selection import (
@@ -241,7 +238,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
         return dict(delta=delta, candidate_epsilon=candidate_epsilon, mu_candidate=mu_candidate,
                     selection_epsilon=selection_epsilon, events=[event])
 
-    @_fit_context(prefer_skip_nested_validation=False)
+    @fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):
         """Train one model per chunk and keep the best one, chosen privately.
 
@@ -264,7 +261,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
         """
         slot = _find_dp_slot(self.estimator)
         _validate_candidates(self.estimator, [{}], slot)  # before anything is charged
-        n_samples = _num_samples(X)
+        n_samples = num_samples(X)
         m = self.n_models
         if n_samples < m + 1:
             raise ValueError(
@@ -281,13 +278,13 @@ class DPConfidenceBoosting(_BaseDPSearch):
                   slot.key("delta"): plan["delta"]}
         seeds = _child_seeds(rng, m, self.random_state)
         fitted = self._fit_jobs(slot, [
-            ({}, budget, _safe_indexing(X, chunk), _safe_indexing(y, chunk), seed)
+            ({}, budget, safe_indexing(X, chunk), safe_indexing(y, chunk), seed)
             for chunk, seed in zip(chunks[:m], seeds, strict=True)
         ])
         for est in fitted:
             _check_prepaid(est, slot, plan["mu_candidate"])
 
-        X_val, y_val = _safe_indexing(X, chunks[m]), _safe_indexing(y, chunks[m])
+        X_val, y_val = safe_indexing(X, chunks[m]), safe_indexing(y, chunks[m])
         utilities, sensitivities = self._validation_utilities(fitted, slot, X_val, y_val)
         # Same parameters, same public bound: one common sensitivity.
         best, _ = exponential_mechanism(utilities, float(sensitivities.max()),

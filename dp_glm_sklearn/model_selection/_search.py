@@ -70,21 +70,28 @@ from numbers import Integral, Real
 
 import numpy as np
 from scipy.stats import rv_discrete
-from sklearn.base import BaseEstimator, MetaEstimatorMixin, _fit_context, clone, is_classifier
+from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
 from sklearn.pipeline import Pipeline
-from sklearn.utils import _safe_indexing, get_tags
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+from sklearn.utils import get_tags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import (
-    _num_samples,
     check_consistent_length,
     check_is_fitted,
     indexable,
 )
 
 from .._base import _rng, default_delta
+from .._sklearn_compat import (
+    HasMethods,
+    Interval,
+    StrOptions,
+    fit_context,
+    num_samples,
+    safe_indexing,
+    validate_params,
+)
 from .._warn import warn_user
 from ..privacy.accountant import (
     PrivacyAccountant,
@@ -201,7 +208,7 @@ def _validate_candidates(estimator, candidates, slot):
         parts = [candidate, *candidate.get_params(deep=True).values()]
         for part in parts:
             if isinstance(part, BaseEstimator) and hasattr(part, "_parameter_constraints"):
-                part._validate_params()
+                validate_params(part)
         if hasattr(owner, "_y_interval") and not is_classifier(owner):
             owner._y_interval()  # a malformed y_bound
 
@@ -695,7 +702,7 @@ class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
 
     def _validation_utilities(self, fitted, slot, X_val, y_val):
         scoring = self._scoring()
-        n_val = _num_samples(X_val)
+        n_val = num_samples(X_val)
         utilities, sensitivities = [], []
         for est in fitted:
             losses, bound = _validation_losses(est, slot, scoring, X_val, y_val)
@@ -941,7 +948,7 @@ class DPGridSearchCV(_BaseDPSearch):
                     mu_candidate=mu_candidate, selection_epsilon=selection_epsilon,
                     events=events, mu_refit=mu_refit)
 
-    @_fit_context(prefer_skip_nested_validation=False)
+    @fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):
         """Train every candidate on the training part and select one privately.
 
@@ -968,7 +975,7 @@ class DPGridSearchCV(_BaseDPSearch):
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(candidates, slot)
         _validate_candidates(self.estimator, candidates, slot)
-        n_samples = _num_samples(X)
+        n_samples = num_samples(X)
         self._validation_size(n_samples)
         plan = self._plan(len(candidates), n_samples)
         source = getattr(self, "_ledger_source", f"{type(self).__name__}(K={len(candidates)})")
@@ -976,8 +983,8 @@ class DPGridSearchCV(_BaseDPSearch):
 
         rng = _rng(self.random_state)
         train, val = self._split(n_samples, rng)
-        X_tr, y_tr = _safe_indexing(X, train), _safe_indexing(y, train)
-        X_val, y_val = _safe_indexing(X, val), _safe_indexing(y, val)
+        X_tr, y_tr = safe_indexing(X, train), safe_indexing(y, train)
+        X_val, y_val = safe_indexing(X, val), safe_indexing(y, val)
         budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
                   slot.key("delta"): plan["delta"]}
         fitted = self._fit_all(slot, candidates, budget, X_tr, y_tr,
@@ -1237,7 +1244,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         return dict(delta=delta, delta_search=delta_search, candidate_epsilon=candidate_epsilon,
                     mu_run=mu_paid, events=events, mu_refit=mu_refit)
 
-    @_fit_context(prefer_skip_nested_validation=False)
+    @fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):
         """Try a random number of random candidates; keep the best, privately.
 
@@ -1262,15 +1269,15 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(dists, slot)
         _validate_distributions(self.estimator, dists, slot)
-        n_samples = _num_samples(X)
+        n_samples = num_samples(X)
         self._validation_size(n_samples)
         plan = self._plan(n_samples)
         X, y, fixed = self._charge(slot, plan["events"], type(self).__name__, X, y)
 
         rng = _rng(self.random_state)
         train, val = self._split(n_samples, rng)
-        X_tr, y_tr = _safe_indexing(X, train), _safe_indexing(y, train)
-        X_val, y_val = _safe_indexing(X, val), _safe_indexing(y, val)
+        X_tr, y_tr = safe_indexing(X, train), safe_indexing(y, train)
+        X_val, y_val = safe_indexing(X, val), safe_indexing(y, val)
         count = sample_stopping_count(self.mean_candidates, self.stopping, rng)
         candidates = [_sample_params(dists, rng) for _ in range(count)]
         budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
@@ -1372,7 +1379,7 @@ def fit_auto_norm_bound(estimator, X, y):
     latter's penalties on large radii made it choose radii far too small.
     """
     X, y = indexable(X, y)
-    n_samples = _num_samples(X)
+    n_samples = num_samples(X)
     epsilon, delta = estimator._target_privacy(n_samples)
     feature_norm = float(estimator.feature_norm)
     c = estimator._intercept_feature(0)
