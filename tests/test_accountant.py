@@ -3,6 +3,7 @@
 import copy
 import gc
 import math
+import os
 import pickle
 import sys
 import threading
@@ -203,7 +204,7 @@ def test_pickle_in_process_returns_the_original():
     assert holder.accountant is acc
 
 
-def test_saved_session_is_restored_once_the_original_is_gone():
+def test_a_saved_ledger_is_read_only_once_the_original_is_gone():
     acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
     acc.spend(PureDPEvent(0.1), source="before")
     saved = pickle.dumps(acc)
@@ -211,11 +212,45 @@ def test_saved_session_is_restored_once_the_original_is_gone():
     del acc
     gc.collect()
     restored = pickle.loads(saved)
-    assert restored.spent() == spent
+    assert restored.spent() == spent and restored.detached
     assert [r.source for r in restored.history] == ["before"]
-    restored.spend(PureDPEvent(0.2), source="after")  # a working accountant
-    assert restored.spent()[0] == pytest.approx(0.3, abs=1e-4)
-    assert pickle.loads(saved) is restored  # and now the original of its copies
+    # Were it to spend, every load of the file would spend the budget again.
+    for copy_ in (restored, pickle.loads(saved)):
+        with pytest.raises(RuntimeError, match="loaded from a pickle after its original"):
+            copy_.spend(PureDPEvent(0.2), source="after")
+    assert restored.spent() == spent and len(restored.history) == 1
+
+
+def test_a_new_process_with_the_same_pid_gets_a_read_only_copy(monkeypatch):
+    # A container's main process has the same pid at every start: the
+    # process is told apart by a token drawn at import, not by its pid.
+    acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+    acc.spend(PureDPEvent(0.1))
+    saved = pickle.dumps(acc)
+    monkeypatch.setattr(accountant_module, "_PROCESS_TOKEN", "a later start")
+    assert acc.detached  # the original, seen from the "new" process
+    loaded = pickle.loads(saved)
+    assert loaded is not acc and loaded.detached
+    with pytest.raises(RuntimeError, match="copied to another process"):
+        loaded.spend(PureDPEvent(0.1))
+    assert len(loaded.history) == 1
+
+
+def test_a_forked_child_gets_a_new_process_token():
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report whether the inherited accountant is detached
+        try:
+            os.write(write, b"%d" % (acc.detached and
+                                     accountant_module._PROCESS_TOKEN != acc._home[1]))
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(read, 1) == b"1"
+    assert not acc.detached
 
 
 def test_loky_worker_cannot_charge_a_copy():

@@ -325,7 +325,7 @@ def test_a_block_in_this_process_beats_a_detached_pickled_default(data):
     # What a fresh process sees, simulated: the carried default is detached.
     X, y = data
     detached = PrivacyAccountant(epsilon=5.0)
-    detached._home_pid = -1
+    detached._home = (-1, "another process")
     est = _clf(None)
     est._pickled_default_accountant = detached
     with pytest.raises(RuntimeError, match="pickled while a default_accountant"):

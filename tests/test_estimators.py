@@ -264,8 +264,12 @@ def test_bad_data_raises_and_charges_nothing(Est):
 
 def test_single_class_is_an_error():
     X, _ = _regression(n=30, d=2)
-    with pytest.raises(ValueError, match="at least 2 classes"), pytest.warns(PrivacyLeakWarning):
-        DPLogisticRegression(classes=None).fit(X, np.ones(30))
+    with pytest.raises(ValueError, match="at least 2 classes") as info, \
+            pytest.warns(PrivacyLeakWarning):
+        DPLogisticRegression(classes=None).fit(X, np.full(30, "patient-4711"))
+    assert "4711" not in str(info.value)  # a label read from y is private: not shown
+    with pytest.raises(ValueError, match=r"got 1 class: \['only'\]"):  # a public one is
+        DPLogisticRegression(classes=["only"]).fit(X, np.full(30, "only"))
 
 
 def test_label_not_in_declared_classes_is_an_error():

@@ -1093,6 +1093,30 @@ def test_threaded_searches_leave_the_warning_filters_alone(reg_data):
     assert warnings.filters == before
 
 
+def test_preprocessing_fitted_on_the_data_is_flagged(clf_data):
+    # SPEC 9: a non-private StandardScaler in front of a DP estimator leaks
+    # means and variances; the search knows its Pipeline and says so, once.
+    X, y = clf_data
+
+    def shown(pipe, grid, wrapper=DPGridSearchCV):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            args = (pipe, grid) if wrapper is not DPConfidenceBoosting else (pipe,)
+            wrapper(*args, epsilon=1.0, delta=DELTA, random_state=0,
+                    accountant=PrivacyAccountant()).fit(X, y)
+        return [str(w.message) for w in caught if w.category is PrivacyLeakWarning]
+
+    grid = {"dp__norm_bound": [1.0, 5.0]}
+    for wrapper in (DPGridSearchCV, DPRandomizedSearchCV, DPConfidenceBoosting):
+        (message,) = shown(_pipe(StandardScaler()), grid, wrapper)
+        assert "'head' (StandardScaler)" in message and "not covered by privacy_spent_" in message
+    assert shown(_pipe(Normalizer()), grid) == []  # learns nothing from the data
+    assert shown(_pipe("passthrough"), grid) == []
+    # A fitted step the grid puts in place of a stateless one.
+    (message,) = shown(_pipe(Normalizer()), {"head": [Normalizer(), StandardScaler()]})
+    assert "'head' (StandardScaler)" in message and "Normalizer" not in message
+
+
 def test_workers_see_the_callers_sklearn_config(clf_data):
     # joblib's own Parallel did not carry config_context to worker processes.
     import sklearn
@@ -1101,7 +1125,8 @@ def test_workers_see_the_callers_sklearn_config(clf_data):
         search = DPGridSearchCV(Pipeline([("scale", StandardScaler()), ("dp", _clf())]),
                                 {"dp__norm_bound": [1.0, 5.0]}, epsilon=1.0, delta=DELTA,
                                 n_jobs=2, random_state=0, accountant=PrivacyAccountant())
-        search.fit(X, y)
+        with pytest.warns(PrivacyLeakWarning, match="'scale' .StandardScaler."):
+            search.fit(X, y)
     assert hasattr(search.best_estimator_[-1], "feature_names_in_")
 
 
@@ -1139,7 +1164,9 @@ def test_bad_candidates_are_refused_before_any_charge(case, clf_data, reg_data):
     make, kind, match = _BAD_GRIDS[case]
     acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
     search = make().set_params(epsilon=1.0, delta=DELTA, accountant=acc)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=match), warnings.catch_warnings():
+        # A fitted preprocessing step is flagged (test_preprocessing_fitted_...).
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
         search.fit(*(clf_data if kind == "clf" else reg_data))
     assert acc.history == []
 

@@ -537,9 +537,11 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
                     f"{classes.tolist()}; every label must be one of them."
                 )
         if classes.size < 2:
+            # A label read from y is a value of the private data: not shown.
+            shown = f": {classes.tolist()}" if self.classes is not None else " (read from y)"
             raise ValueError(
-                "DPLogisticRegression needs samples of at least 2 classes; got 1 class: "
-                f"{classes.tolist()}."
+                "DPLogisticRegression needs at least 2 classes; got "
+                f"{classes.size} class{shown}."
             )
         return classes
 

@@ -95,6 +95,7 @@ from .._sklearn_compat import (
 from .._warn import warn_user
 from ..privacy.accountant import (
     PrivacyAccountant,
+    PrivacyLeakWarning,
     _DefaultAccountantMixin,
 )
 from ..privacy.calibration import gdp_epsilon, gdp_mu
@@ -182,6 +183,35 @@ class _DPSlot:
         if not self.prefix:
             return estimator
         return estimator.get_params(deep=True)[self.prefix[:-2]]
+
+
+def _warn_fitted_preprocessing(search, slot, candidates):
+    """Warn when a Pipeline step before the DP estimator learns from the data.
+
+    Such a step (a ``StandardScaler``: means and variances) is fitted on the
+    private data without noise and published in ``best_estimator_``; no
+    privacy figure of the search covers it.  Steps that scikit-learn tags as
+    needing no fit (``FunctionTransformer``, ``Normalizer``) learn nothing.
+    The warning depends on the estimator only, not on the data.
+    """
+    estimator = search.estimator
+    if not (slot.prefix and isinstance(estimator, Pipeline)):
+        return
+    names = [name for name, _ in estimator.steps[:-1]]
+    steps = [*estimator.steps[:-1],  # and the steps a grid puts in their place
+             *((k, v) for params in candidates for k, v in params.items() if k in names)]
+    fitted = list(dict.fromkeys(
+        f"{name!r} ({type(step).__name__})" for name, step in steps
+        if isinstance(step, BaseEstimator) and get_tags(step).requires_fit))
+    if fitted:
+        warn_user(
+            f"{type(search).__name__}: the Pipeline step(s) {', '.join(fitted)} before the DP "
+            "estimator are fitted on the private data without noise; what they learn (a "
+            "StandardScaler's means and variances, an encoder's categories) is published in "
+            "best_estimator_ and is not covered by privacy_spent_. Use transforms with public "
+            "parameters (e.g. FunctionTransformer) to keep the whole fit private.",
+            PrivacyLeakWarning,
+        )
 
 
 def _validate_candidates(estimator, candidates, slot):
@@ -351,7 +381,16 @@ def _validation_losses(estimator, slot, scoring, X, y):
     """Per-example losses in ``[0, bound]`` and the public ``bound``.
 
     The mean of n such losses has replace-one sensitivity ``bound / n``.
+    Validation rows are not clipped: a huge one overflows the prediction or
+    the loss to inf or NaN, which the clip to ``[0, bound]`` turns into the
+    bound.  numpy's floating-point warnings are silenced on the way, since
+    whether they appear depends on one private record.
     """
+    with np.errstate(all="ignore"):
+        return _clipped_losses(estimator, slot, scoring, X, y)
+
+
+def _clipped_losses(estimator, slot, scoring, X, y):
     if scoring == "accuracy":
         losses = (np.asarray(estimator.predict(X)) != np.asarray(y)).astype(np.float64)
         return losses, 1.0
@@ -611,6 +650,7 @@ class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
         """
         owner = slot.owner(self.estimator)
         _warn_overridden(self, owner)
+        _warn_fitted_preprocessing(self, slot, candidates)
         _check_scoring(self.estimator, slot, self._scoring())
         X, y = indexable(X, y)
         check_consistent_length(X, y)

@@ -85,11 +85,32 @@ class SpendRecord:
 _REGISTRY = weakref.WeakValueDictionary()
 _REGISTRY_LOCK = threading.Lock()
 
+# This process, told apart from any other: the pid alone is not enough (a
+# container's main process is pid 1 at every start), so a random token drawn
+# at import, and again in a forked child, goes with it.
+_PROCESS_TOKEN = uuid.uuid4().hex
 
-def _restore_accountant(uid, home_pid, state):
-    """Unpickle an accountant; see "Copies and processes" in PrivacyAccountant."""
+
+def _new_process_token():
+    global _PROCESS_TOKEN
+    _PROCESS_TOKEN = uuid.uuid4().hex
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_process_token)
+
+
+def _this_process():
+    return (os.getpid(), _PROCESS_TOKEN)
+
+
+def _restore_accountant(uid, home, state):
+    """Unpickle an accountant; see "Copies and processes" in PrivacyAccountant.
+
+    The original, if it is alive in this process; otherwise a read-only copy.
+    """
     with _REGISTRY_LOCK:
-        if home_pid == os.getpid():
+        if tuple(home) == _this_process():
             original = _REGISTRY.get(uid)
             if original is not None:
                 return original
@@ -99,9 +120,8 @@ def _restore_accountant(uid, home_pid, state):
         accountant._records = list(state["records"])
         accountant._lock = threading.Lock()
         accountant._uid = uid
-        accountant._home_pid = home_pid
-        if home_pid == os.getpid():
-            _REGISTRY[uid] = accountant
+        accountant._home = tuple(home)
+        accountant._copy = True
         return accountant
 
 
@@ -156,17 +176,20 @@ class PrivacyAccountant:
       made there could never reach the original.  Fit with ``n_jobs=1`` or
       a threading backend instead.  The same holds for an accountant that a
       forked child process inherits.  A detached copy sent back to the
-      original's process (e.g. inside a fitted estimator) becomes the
-      original again.
+      original's process while the original is alive (e.g. inside a fitted
+      estimator) becomes the original again.
     - An estimator with ``accountant=None`` pickled inside a
       :func:`default_accountant` block carries that block's accountant (see
       :func:`get_default_accountant`).  Loaded in another process it is
       charged to a default installed there with :func:`default_accountant`,
       if a block is active; otherwise its fits are refused.
-    - Unpickled in the process it was created in after the original was
-      garbage collected (a saved session), it is restored as a working
-      accountant with its ledger.  Loaded by another process, a saved
-      accountant is detached like any other copy.
+    - A saved accountant (pickled, then loaded once its original is gone:
+      later in the same process, or in a new process, even one that got
+      the same process id) is detached too: its ledger can be read, but it
+      cannot spend.  Were it to spend, every load of the same file would
+      spend the budget again.  To go on with a saved analysis, create a new
+      ``PrivacyAccountant`` for what is left of the budget and keep the
+      saved ledger as the record of what was spent before.
 
     Examples
     --------
@@ -185,7 +208,8 @@ class PrivacyAccountant:
         self._records = []
         self._lock = threading.Lock()
         self._uid = uuid.uuid4().hex
-        self._home_pid = os.getpid()
+        self._home = _this_process()
+        self._copy = False
         with _REGISTRY_LOCK:
             _REGISTRY[self._uid] = self
 
@@ -201,11 +225,11 @@ class PrivacyAccountant:
 
     @property
     def detached(self):
-        """True for a copy living in another process than the original.
+        """True for a copy: in another process than the original, or loaded from a pickle.
 
         A detached accountant can be read but refuses to spend.
         """
-        return os.getpid() != self._home_pid
+        return self._copy or self._home != _this_process()
 
     @property
     def history(self):
@@ -226,13 +250,23 @@ class PrivacyAccountant:
         return self._records[-1].total_epsilon if self._records else 0.0
 
     def _ensure_attached(self):
-        if self.detached:
+        if not self.detached:
+            return
+        if self._home == _this_process():
             raise RuntimeError(
-                "this PrivacyAccountant was copied to another process (process "
-                f"{os.getpid()}, original in process {self._home_pid}); charges "
-                "made there could not reach the original. Fit with n_jobs=1 or "
-                "a threading backend (joblib.parallel_backend('threading'))."
+                "this PrivacyAccountant was loaded from a pickle after its original "
+                "was gone: a saved ledger is read-only, since every load of the same "
+                "file could spend the budget again. Create a new PrivacyAccountant for "
+                "what is left of the budget (see 'Copies and processes')."
             )
+        raise RuntimeError(
+            "this PrivacyAccountant was copied to another process (process "
+            f"{os.getpid()}, original in process {self._home[0]}); charges "
+            "made there could not reach the original. In a joblib worker, fit with "
+            "n_jobs=1 or a threading backend (joblib.parallel_backend('threading')); "
+            "for a ledger saved by an earlier session, create a new PrivacyAccountant "
+            "for what is left of the budget."
+        )
 
     def _check_locked(self, events):
         """Return the total epsilon after ``events``, or raise if over budget."""
@@ -357,7 +391,7 @@ class PrivacyAccountant:
         return frame
 
     def __repr__(self):
-        detached = ", detached" if os.getpid() != self._home_pid else ""
+        detached = ", detached" if self.detached else ""
         return (
             f"PrivacyAccountant(epsilon={self._epsilon!r}, delta={self._delta!r}, "
             f"spent={self.spent()[0]:.4g}{detached})"
@@ -377,7 +411,7 @@ class PrivacyAccountant:
                 "delta": self._delta,
                 "records": tuple(self._records),
             }
-        return _restore_accountant, (self._uid, self._home_pid, state)
+        return _restore_accountant, (self._uid, self._home, state)
 
 
 def _needs_positive_delta(events):
@@ -487,7 +521,7 @@ class _DefaultAccountantMixin:
             raise RuntimeError(
                 f"{type(self).__name__} has accountant=None and was pickled while a "
                 "default_accountant(...) block was active in another process (process "
-                f"{pickled._home_pid}; this is process {os.getpid()}); a charge made "
+                f"{pickled._home[0]}; this is process {os.getpid()}); a charge made "
                 "here could not reach that block's accountant, so the fit is refused "
                 "rather than charged to this process's unlimited default. Give it an "
                 "accountant with set_params(accountant=...), or fit it inside a "

@@ -164,3 +164,63 @@ def test_taming_warns_about_nothing(sparse):
         warnings.simplefilter("error")
         tamed, norms = tamed_rows_and_norms(X, 1.0)
     assert np.all(np.isfinite(norms))
+
+
+def _warnings_of(func, *args):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        func(*args)
+    return sorted({(w.category.__name__, str(w.message)) for w in caught})
+
+
+@pytest.mark.parametrize("fmt, dtype, huge", FORMATS, ids=lambda v: getattr(v, "__name__", v))
+@pytest.mark.parametrize("params", METHODS, ids=lambda p: p["method"])
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_huge_row_shows_the_warnings_of_a_moderate_one(name, params, fmt, dtype, huge):
+    # Entries of both signs: their sum in the finiteness check overflowed,
+    # and numpy warned "overflow (or invalid value) encountered in reduce"
+    # for this data set and not for its neighbour.
+    signs = np.array([1.0, 1.0, -1.0, -1.0])
+    expected = _warnings_of(_fit, name, params, fmt, dtype, 10.0 * signs)
+    for c in huge:
+        assert _warnings_of(_fit, name, params, fmt, dtype, c * signs) == expected
+
+
+def _wrappers(name):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    from dp_glm_sklearn import DPConfidenceBoosting, DPGridSearchCV, DPRandomizedSearchCV
+
+    cls, extra, _ = ESTIMATORS[name]
+    base = cls(feature_norm=1.0, max_iter=5, **extra)
+    grid = {"norm_bound": [1.0, 4.0]}
+    scorings = [None, "loss"] if cls is DPLogisticRegression else [
+        None, "loss", "neg_mean_squared_error"]
+    wrappers = [DPGridSearchCV(base, grid, epsilon=1.0, scoring=s, random_state=0)
+                for s in scorings]
+    wrappers += [
+        DPRandomizedSearchCV(base, grid, epsilon=1.0, random_state=0),
+        DPConfidenceBoosting(base, n_models=2, epsilon=1.0, random_state=0),
+        cls(feature_norm=1.0, max_iter=5, norm_bound="auto", epsilon=1.0, random_state=0,
+            **extra),
+        DPGridSearchCV(make_pipeline(FunctionTransformer(), base),
+                       {f"{type(base).__name__.lower()}__norm_bound": [1.0, 4.0]},
+                       epsilon=1.0, scoring="loss", random_state=0),
+    ]
+    return wrappers
+
+
+@pytest.mark.parametrize("name", ["logistic-binary", "logistic-3-class", "linear", "huber"])
+def test_searches_warn_about_no_huge_validation_row(name):
+    # Validation rows are scored unclipped: a huge one overflowed the
+    # predictions or the losses, and numpy's warning told whether the record
+    # was there (and, for the random search, how many candidates were tried).
+    cls, extra, n_classes = ESTIMATORS[name]
+    X, y = _data(n_classes)
+    X = np.repeat(X, 3, axis=0)  # 120 rows, every part holds a huge one
+    y = np.repeat(y, 3)
+    X[::4] = 1.7e308 * (-1.0) ** np.arange(D)
+    for wrapper in _wrappers(name):
+        shown = _warnings_of(wrapper.fit, X, y)
+        assert [w for w in shown if w[0] == "RuntimeWarning"] == [], type(wrapper).__name__
