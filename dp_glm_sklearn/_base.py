@@ -76,7 +76,37 @@ def _rng(random_state):
     return np.random.default_rng(random_state)
 
 
-class _BaseDPGLM(_DefaultAccountantMixin, BaseEstimator):
+def _independent_child(random_state):
+    """A generator of the same kind, seeded with 128 bits drawn from ``random_state``."""
+    seed = np.random.SeedSequence(_rng(random_state).integers(2**32, size=4, dtype=np.uint64))
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.RandomState(np.random.MT19937(seed))
+    return np.random.default_rng(seed)
+
+
+class _IndependentNoiseOnCloneMixin:
+    """Clones of an estimator seeded with a generator draw independent noise.
+
+    ``sklearn.base.clone`` deep-copies a ``Generator`` or ``RandomState``
+    given as ``random_state``, so every clone would replay the same stream:
+    ``cross_val_score``, ``GridSearchCV`` or a ``VotingClassifier`` would then
+    fit models with the same noise on overlapping data, whose differences
+    cancel it, while the accountant charges them as independent releases.
+    Here each clone gets its own generator instead, seeded with 128 bits
+    drawn from the original's (which advances it): a seeded generator still
+    makes a sequence of clones reproducible.  An integer seed is kept as
+    given (it is for reproducibility, not for releases: docs/randomness.md).
+    """
+
+    def __sklearn_clone__(self):
+        new = super().__sklearn_clone__()
+        state = getattr(self, "random_state", None)
+        if isinstance(state, (np.random.Generator, np.random.RandomState)):
+            new.random_state = _independent_child(state)
+        return new
+
+
+class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEstimator):
     """Base class of the DP GLM estimators; not for direct use."""
 
     _parameter_constraints: dict = {

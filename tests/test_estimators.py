@@ -139,6 +139,36 @@ def test_random_state_reproducible_and_seeds_differ():
     assert not np.allclose(a, c)
 
 
+@pytest.mark.parametrize("make", [np.random.default_rng, np.random.RandomState],
+                         ids=["Generator", "RandomState"])
+def test_clones_seeded_with_a_generator_draw_independent_noise(make):
+    # clone deep-copied the generator: cross_validate's fits on overlapping
+    # folds shared their noise, and the difference of two released models
+    # cancelled it (output perturbation: the noise vanished exactly), while
+    # the accountant charged them as independent releases.
+    from sklearn.model_selection import KFold, cross_validate
+
+    X, y = _regression(n=200, d=3)
+    est = DPLinearRegression(y_bound=10, method="output_perturbation", random_state=make(7))
+    a, b = (clone(est).fit(X, y).coef_ for _ in range(2))
+    # False failure: the two noise vectors are independent Gaussians with sd
+    # ~1 per coordinate; all 3 would have to agree to allclose's 1e-5, P < 1e-14.
+    assert not np.allclose(a, b)
+    assert type(clone(est).random_state) is type(est.random_state)
+    # Each clone is a function of the seed of the generator: reproducible.
+    again = DPLinearRegression(y_bound=10, method="output_perturbation", random_state=make(7))
+    np.testing.assert_array_equal(clone(again).fit(X, y).coef_, a)
+    # The same in a cross-validation and in a search.
+    X2 = np.vstack([X, X])
+    y2 = np.concatenate([y, y])
+    models = cross_validate(est, X2, y2, cv=KFold(2), return_estimator=True)["estimator"]
+    assert not np.allclose(models[0].coef_, models[1].coef_)  # same data, P < 1e-14
+    search = DPGridSearchCV(DPLinearRegression(y_bound=10), {"norm_bound": [1.0, 2.0]},
+                            random_state=make(7))
+    first, second = (clone(search).fit(X, y).best_estimator_.coef_ for _ in range(2))
+    assert not np.allclose(first, second)  # independent noise, P < 1e-14 as above
+
+
 def test_sparse_input_gives_the_same_model_as_dense():
     X, y = _regression(n=300, d=8)
     X[np.abs(X) < 1] = 0.0
@@ -270,6 +300,19 @@ def test_single_class_is_an_error():
     assert "4711" not in str(info.value)  # a label read from y is private: not shown
     with pytest.raises(ValueError, match=r"got 1 class: \['only'\]"):  # a public one is
         DPLogisticRegression(classes=["only"]).fit(X, np.full(30, "only"))
+
+
+def test_mixed_type_classes_are_refused_and_array_bounds_accepted():
+    X, y = _regression(n=30, d=2)
+    # np.asarray([0, "a"]) is ["0", "a"]: label 0 then matched no class.
+    with pytest.raises(ValueError, match="'classes' parameter .* mixes strings and numbers"):
+        DPLogisticRegression(classes=[0, "a"]).fit(X, (y > 0).astype(int))
+    kw = dict(feature_norm=3.0, random_state=0)
+    as_array = DPLinearRegression(y_bound=np.array([-4.0, 6.0]), **kw).fit(X, y)
+    as_tuple = DPLinearRegression(y_bound=(-4.0, 6.0), **kw).fit(X, y)
+    np.testing.assert_array_equal(as_array.coef_, as_tuple.coef_)
+    with pytest.raises(ValueError, match="'y_bound' parameter must be"):
+        DPLinearRegression(y_bound=np.array([[-4.0, 6.0]])).fit(X, y)
 
 
 def test_label_not_in_declared_classes_is_an_error():

@@ -161,9 +161,11 @@ def test_refused_budget_trains_nothing_and_reads_no_data():
 
 
 def test_grid_may_not_set_the_budget(clf_data):
+    # random_state too: the search overwrote it with its own child seed, while
+    # best_params_ reported the grid's value.
     acc = PrivacyAccountant(delta=DELTA)
-    for key in ("epsilon", "delta", "accountant"):
-        search = DPGridSearchCV(_clf(), {key: [1.0]}, accountant=acc)
+    for key in ("epsilon", "delta", "accountant", "random_state"):
+        search = DPGridSearchCV(_clf(), {key: [1]}, accountant=acc)
         with pytest.raises(ValueError, match="may not set"):
             search.fit(*clf_data)
     assert acc.history == []
@@ -634,6 +636,19 @@ def test_auto_norm_bound_refused_budget_trains_nothing(reg_data):
     with pytest.raises(BudgetExceededError):
         est.fit(*reg_data)
     assert acc.history == [] and not hasattr(est, "coef_")
+
+
+def test_auto_norm_bound_needs_two_samples(reg_data):
+    # It said "validation_fraction=0.5 leaves 0 of 1 samples", a parameter
+    # the estimator does not have.
+    acc = PrivacyAccountant(delta=DELTA)
+    est = DPLinearRegression(norm_bound="auto", delta=DELTA, accountant=acc)
+    X, y = reg_data
+    with pytest.raises(ValueError, match="norm_bound='auto' needs at least 2 samples"):
+        est.fit(X[:1], y[:1])
+    assert acc.history == [] and not hasattr(est, "coef_")
+    est.fit(X[:2], y[:2])  # one to train on, one to choose with
+    assert len(acc.history) == 1
 
 
 def test_fixed_norm_bound_is_reported_too(reg_data):
@@ -1191,3 +1206,65 @@ def test_auto_norm_bound_refit_keeps_nothing_of_an_earlier_fit(reg_data):
     assert hasattr(est, "feature_names_in_")
     est.fit(X, y)
     assert not hasattr(est, "feature_names_in_")
+
+
+def test_random_draws_outside_a_parameters_range_are_refused_before_any_charge(reg_data):
+    # A continuous distribution was checked on one draw; the candidates were
+    # drawn after the charge, and a negative norm_bound raised with the
+    # budget spent (2 of the 6 seeds below).
+    from scipy.stats import norm
+
+    outcomes = []
+    for seed in range(6):
+        acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+        search = DPRandomizedSearchCV(DPLinearRegression(y_bound=3.0),
+                                      {"norm_bound": norm(1, 1)}, epsilon=1.0, delta=DELTA,
+                                      random_state=seed, accountant=acc)
+        try:
+            search.fit(*reg_data)
+        except ValueError as exc:
+            assert "'norm_bound' parameter" in str(exc)
+            assert acc.history == []
+            outcomes.append("refused")
+        else:
+            assert len(acc.history) == 1
+            outcomes.append("fitted")
+    assert set(outcomes) == {"refused", "fitted"}  # both paths ran
+
+
+@pytest.mark.parametrize("wrapper", ["grid", "random", "boosting"])
+def test_preprocessing_failing_on_a_part_is_refused_before_any_charge(wrapper):
+    # A OneHotEncoder meets, in a validation part, a category absent from its
+    # training part: it raised after the whole budget was charged, on the
+    # seeds where the rare record fell there.
+    from sklearn.preprocessing import OneHotEncoder
+
+    rng = np.random.default_rng(0)
+    X = rng.choice(["a", "b"], size=(60, 1)).astype(object)
+    X[17, 0] = "rare"
+    y = (X[:, 0] == "a").astype(int)
+    pipe = Pipeline([("onehot", OneHotEncoder()),
+                     ("dp", DPLogisticRegression(feature_norm=1.5, classes=[0, 1]))])
+    outcomes = []
+    for seed in range(8):
+        acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+        kwargs = dict(epsilon=1.0, delta=DELTA, random_state=seed, accountant=acc)
+        grid = {"dp__norm_bound": [1.0, 2.0]}
+        if wrapper == "grid":
+            search = DPGridSearchCV(pipe, grid, **kwargs)
+        elif wrapper == "random":
+            search = DPRandomizedSearchCV(pipe, grid, **kwargs)
+        else:
+            search = DPConfidenceBoosting(pipe, n_models=2, **kwargs)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", PrivacyLeakWarning)  # the encoder is flagged
+                search.fit(X, y)
+        except ValueError as exc:
+            assert "unknown categories" in str(exc)
+            assert acc.history == []
+            outcomes.append("refused")
+        else:
+            assert len(acc.history) == 1
+            outcomes.append("fitted")
+    assert set(outcomes) == {"refused", "fitted"}  # both paths ran

@@ -40,8 +40,10 @@ _PARAMS_BODY = """norm_bound : float > 0 or "auto", default={norm_bound}
         sensitivity of the mechanisms grows with B for the squared loss; the
         solution cannot be larger than B. {norm_bound_note} ``"auto"`` chooses
         B privately within the same (epsilon, delta): the paper's private grid
-        search over radii ``2^j`` (Algorithm 4, with
-        :class:`~dp_glm_sklearn.DPGridSearchCV`); the choice is ``norm_bound_``.
+        search over radii ``unit * 2^j`` (Algorithm 4, with
+        :class:`~dp_glm_sklearn.DPGridSearchCV`; ``unit`` is ``Y / X_aug`` for
+        regression and ``1 / X_aug`` for classification, the number of radii
+        follows the paper's Theorem 8); the choice is ``norm_bound_``.
 
     fit_intercept : bool, default=True
         Whether to fit an intercept, as the coefficient of a constant public
@@ -162,12 +164,12 @@ def _fill(**blocks):
 class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
     _parameter_constraints: dict = {
         **_BaseDPGLM._parameter_constraints,
-        "y_bound": [Interval(Real, 0, np.inf, closed="neither"), tuple, list],
+        "y_bound": [Interval(Real, 0, np.inf, closed="neither"), tuple, list, np.ndarray],
     }
 
     def _y_interval(self):
-        if isinstance(self.y_bound, (tuple, list)):
-            ok = len(self.y_bound) == 2 and all(
+        if isinstance(self.y_bound, (tuple, list, np.ndarray)):
+            ok = np.ndim(self.y_bound) == 1 and len(self.y_bound) == 2 and all(
                 isinstance(v, Real) and np.isfinite(v) for v in self.y_bound
             )
             if not ok or not self.y_bound[0] < self.y_bound[1]:
@@ -502,6 +504,13 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
             classes = np.asarray(self.classes)
         except ValueError:  # ragged nested sequences
             classes = None
+        if classes is not None and classes.ndim == 1 and classes.dtype.kind == "U" and len(
+                {isinstance(c, str) for c in self.classes}) > 1:
+            # np.asarray would turn [0, "a"] into ["0", "a"]: label 0 then matches none.
+            raise ValueError(
+                "The 'classes' parameter of DPLogisticRegression mixes strings and "
+                f"numbers ({list(self.classes)!r}); give labels of one type, as in y."
+            )
         if classes is None or classes.ndim != 1:
             shape = "a ragged nested sequence" if classes is None else f"shape {classes.shape}"
             raise ValueError(

@@ -269,11 +269,10 @@ class DPConfidenceBoosting(_BaseDPSearch):
                 f"model and one held out); got n_samples={n_samples}."
             )
         plan = self._plan(n_samples)
-        X, y, fixed = self._charge(slot, plan["events"], f"{type(self).__name__}(n_models={m})",
-                                   X, y)
-
         rng = _rng(self.random_state)
-        chunks = np.array_split(rng.permutation(n_samples), m + 1)
+        chunks = np.array_split(rng.permutation(n_samples), m + 1)  # before the charge
+        X, y, fixed = self._charge(slot, plan["events"], f"{type(self).__name__}(n_models={m})",
+                                   X, y, parts=[(chunk, chunks[m]) for chunk in chunks[:m]])
         budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
                   slot.key("delta"): plan["delta"]}
         seeds = _child_seeds(rng, m, self.random_state)

@@ -82,7 +82,7 @@ from sklearn.utils.validation import (
     indexable,
 )
 
-from .._base import _rng, default_delta
+from .._base import _IndependentNoiseOnCloneMixin, _rng, default_delta
 from .._sklearn_compat import (
     HasMethods,
     Interval,
@@ -268,13 +268,13 @@ def _find_dp_slot(estimator):
 
 
 def _check_grid_keys(candidates, slot):
-    reserved = {slot.key(k) for k in ("epsilon", "delta", "accountant")}
+    reserved = {slot.key(k) for k in ("epsilon", "delta", "accountant", "random_state")}
     for params in candidates:
         bad = sorted(reserved & set(params))
         if bad:
             raise ValueError(
-                f"The parameter grid may not set {bad}: the search sets the budget "
-                "of every candidate itself."
+                f"The parameter grid may not set {bad}: the search sets the budget, "
+                "the accountant and the seed of every candidate itself."
             )
 
 
@@ -589,7 +589,8 @@ _SHARED_ATTRIBUTES = """best_estimator_ : estimator
         Epsilon of the selection (pure DP, and bounded-range: see Notes)."""
 
 
-class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
+class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, MetaEstimatorMixin,
+                    BaseEstimator):
     """Machinery shared by the DP searches; not for direct use."""
 
     _parameter_constraints: dict = {
@@ -620,7 +621,7 @@ class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
             return self.accountant
         return slot.accountant if slot.accountant is not None else self._default_accountant()
 
-    def _charge(self, slot, events, source, X, y, candidates=({},)):
+    def _charge(self, slot, events, source, X, y, candidates=({},), parts=()):
         """The fit's one charge, made safely; returns :meth:`_prepare`'s ``(X, y, fixed)``.
 
         The budget is checked before any data value is read, the input is
@@ -629,12 +630,12 @@ class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
         """
         accountant = self._accountant(slot)
         accountant.check(events)
-        X, y, fixed = self._prepare(slot, X, y, candidates)
+        X, y, fixed = self._prepare(slot, X, y, candidates, parts)
         accountant.spend(events, source=source)
         self._shown_warnings = set()  # per fit: candidates and refit warn alike
         return X, y, fixed
 
-    def _prepare(self, slot, X, y, candidates=({},)):
+    def _prepare(self, slot, X, y, candidates=({},), parts=()):
         """Check everything bad input could break, before the charge.
 
         Returns ``(X, y, fixed)``: X and y made indexable, and the parameters
@@ -646,7 +647,13 @@ class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
         estimator of each candidate will see it: directly, or after the
         preprocessing steps of a Pipeline ending in it (fitted here on
         clones, once per distinct setting of those steps, then thrown away),
-        and y against each distinct setting of the DP estimator.
+        and y against each distinct setting of the DP estimator.  ``parts``
+        lists the ``(train, validation)`` row indices the fit will use (drawn
+        before the charge: they do not depend on the data): each distinct
+        setting of the preprocessing steps is also fitted on each training
+        part and applied to its validation part, as the candidates will be,
+        so that a step failing there (say, a ``OneHotEncoder`` meeting a
+        category absent from its training part) fails before the charge.
         """
         owner = slot.owner(self.estimator)
         _warn_overridden(self, owner)
@@ -673,6 +680,9 @@ class _BaseDPSearch(_DefaultAccountantMixin, MetaEstimatorMixin, BaseEstimator):
             elif head_key not in heads:
                 head = candidate[:-1]
                 Xt = heads[head_key] = clone(head).fit_transform(X, y) if len(head) else X
+                for train, val in parts if len(head) else ():
+                    part = clone(head).fit(safe_indexing(X, train), safe_indexing(y, train))
+                    part.transform(safe_indexing(X, val))
             else:
                 Xt = heads[head_key]
             probe = clone(slot.owner(candidate))
@@ -1019,10 +1029,10 @@ class DPGridSearchCV(_BaseDPSearch):
         self._validation_size(n_samples)
         plan = self._plan(len(candidates), n_samples)
         source = getattr(self, "_ledger_source", f"{type(self).__name__}(K={len(candidates)})")
-        X, y, fixed = self._charge(slot, plan["events"], source, X, y, candidates)
-
         rng = _rng(self.random_state)
-        train, val = self._split(n_samples, rng)
+        train, val = self._split(n_samples, rng)  # data-independent: drawn before the charge
+        X, y, fixed = self._charge(slot, plan["events"], source, X, y, candidates,
+                                   parts=[(train, val)])
         X_tr, y_tr = safe_indexing(X, train), safe_indexing(y, train)
         X_val, y_val = safe_indexing(X, val), safe_indexing(y, val)
         budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
@@ -1312,14 +1322,19 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         n_samples = num_samples(X)
         self._validation_size(n_samples)
         plan = self._plan(n_samples)
-        X, y, fixed = self._charge(slot, plan["events"], type(self).__name__, X, y)
-
+        # The split, K and the candidates do not depend on the data: drawn
+        # before the charge, so that a value a distribution draws outside its
+        # parameter's range fails before anything is spent.  (An error here
+        # says nothing of the data; K is only kept out of what a fit shows.)
         rng = _rng(self.random_state)
         train, val = self._split(n_samples, rng)
-        X_tr, y_tr = safe_indexing(X, train), safe_indexing(y, train)
-        X_val, y_val = safe_indexing(X, val), safe_indexing(y, val)
         count = sample_stopping_count(self.mean_candidates, self.stopping, rng)
         candidates = [_sample_params(dists, rng) for _ in range(count)]
+        _validate_candidates(self.estimator, candidates, slot)
+        X, y, fixed = self._charge(slot, plan["events"], type(self).__name__, X, y, candidates,
+                                   parts=[(train, val)])
+        X_tr, y_tr = safe_indexing(X, train), safe_indexing(y, train)
+        X_val, y_val = safe_indexing(X, val), safe_indexing(y, val)
         budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
                   slot.key("delta"): plan["delta_search"]}
         fitted = self._fit_all(slot, candidates, budget, X_tr, y_tr,
@@ -1420,6 +1435,11 @@ def fit_auto_norm_bound(estimator, X, y):
     """
     X, y = indexable(X, y)
     n_samples = num_samples(X)
+    if n_samples < 2:
+        raise ValueError(
+            f"norm_bound='auto' needs at least 2 samples (one to train on and one to "
+            f"choose the radius with); got n_samples={n_samples}."
+        )
     epsilon, delta = estimator._target_privacy(n_samples)
     feature_norm = float(estimator.feature_norm)
     c = estimator._intercept_feature(0)
