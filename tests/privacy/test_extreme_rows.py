@@ -18,6 +18,7 @@ from dp_glm_sklearn import (
     DPHuberRegressor,
     DPLinearRegression,
     DPLogisticRegression,
+    PrivacyAccountant,
 )
 from dp_glm_sklearn._objective import GLMObjective, PublicProblem, tame_rows, tamed_rows_and_norms
 from dp_glm_sklearn.losses import LogisticLoss
@@ -197,16 +198,17 @@ def _wrappers(name):
     grid = {"norm_bound": [1.0, 4.0]}
     scorings = [None, "loss"] if cls is DPLogisticRegression else [
         None, "loss", "neg_mean_squared_error"]
-    wrappers = [DPGridSearchCV(base, grid, epsilon=1.0, scoring=s, random_state=0)
-                for s in scorings]
+    # Each with its own accountant: a random-stopping event left in the
+    # process-wide default ledger makes every later fit compose by PLD (slow).
+    kw = dict(epsilon=1.0, random_state=0, accountant=PrivacyAccountant())
+    wrappers = [DPGridSearchCV(base, grid, scoring=s, **kw) for s in scorings]
     wrappers += [
-        DPRandomizedSearchCV(base, grid, epsilon=1.0, random_state=0),
-        DPConfidenceBoosting(base, n_models=2, epsilon=1.0, random_state=0),
-        cls(feature_norm=1.0, max_iter=5, norm_bound="auto", epsilon=1.0, random_state=0,
-            **extra),
+        DPRandomizedSearchCV(base, grid, **kw),
+        DPConfidenceBoosting(base, n_models=2, **kw),
+        cls(feature_norm=1.0, max_iter=5, norm_bound="auto", **kw, **extra),
         DPGridSearchCV(make_pipeline(FunctionTransformer(), base),
                        {f"{type(base).__name__.lower()}__norm_bound": [1.0, 4.0]},
-                       epsilon=1.0, scoring="loss", random_state=0),
+                       scoring="loss", **kw),
     ]
     return wrappers
 
