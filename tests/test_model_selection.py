@@ -1208,6 +1208,20 @@ def test_auto_norm_bound_refit_keeps_nothing_of_an_earlier_fit(reg_data):
     assert not hasattr(est, "feature_names_in_")
 
 
+def _refused_or_charged_once(search, acc, X, y, match):
+    """Fit; a refusal must come before any charge, a fit charges once."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)  # a fitted step is flagged
+            search.fit(X, y)
+    except ValueError as exc:
+        assert match in str(exc)
+        assert acc.history == []
+        return "refused"
+    assert len(acc.history) == 1
+    return "fitted"
+
+
 def test_random_draws_outside_a_parameters_range_are_refused_before_any_charge(reg_data):
     # A continuous distribution was checked on one draw; the candidates were
     # drawn after the charge, and a negative norm_bound raised with the
@@ -1220,15 +1234,7 @@ def test_random_draws_outside_a_parameters_range_are_refused_before_any_charge(r
         search = DPRandomizedSearchCV(DPLinearRegression(y_bound=3.0),
                                       {"norm_bound": norm(1, 1)}, epsilon=1.0, delta=DELTA,
                                       random_state=seed, accountant=acc)
-        try:
-            search.fit(*reg_data)
-        except ValueError as exc:
-            assert "'norm_bound' parameter" in str(exc)
-            assert acc.history == []
-            outcomes.append("refused")
-        else:
-            assert len(acc.history) == 1
-            outcomes.append("fitted")
+        outcomes.append(_refused_or_charged_once(search, acc, *reg_data, "'norm_bound' parameter"))
     assert set(outcomes) == {"refused", "fitted"}  # both paths ran
 
 
@@ -1256,15 +1262,5 @@ def test_preprocessing_failing_on_a_part_is_refused_before_any_charge(wrapper):
             search = DPRandomizedSearchCV(pipe, grid, **kwargs)
         else:
             search = DPConfidenceBoosting(pipe, n_models=2, **kwargs)
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", PrivacyLeakWarning)  # the encoder is flagged
-                search.fit(X, y)
-        except ValueError as exc:
-            assert "unknown categories" in str(exc)
-            assert acc.history == []
-            outcomes.append("refused")
-        else:
-            assert len(acc.history) == 1
-            outcomes.append("fitted")
+        outcomes.append(_refused_or_charged_once(search, acc, X, y, "unknown categories"))
     assert set(outcomes) == {"refused", "fitted"}  # both paths ran
