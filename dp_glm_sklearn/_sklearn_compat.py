@@ -171,7 +171,7 @@ def _safe_indexing_fallback(x, indices):
         return None
     if hasattr(x, "iloc"):  # pandas
         return x.iloc[np.asarray(indices)]
-    if isinstance(x, list):
+    if isinstance(x, (list, tuple)):
         return [x[i] for i in np.asarray(indices)]
     return x[np.asarray(indices)]
 

@@ -221,6 +221,16 @@ def test_a_saved_ledger_is_read_only_once_the_original_is_gone():
     assert restored.spent() == spent and len(restored.history) == 1
 
 
+def test_a_ledger_pickled_before_process_tokens_still_loads():
+    # Such pickles hold the pid alone; tuple(pid) raised a TypeError.
+    acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+    acc.spend(PureDPEvent(0.1), source="saved")
+    restore, (uid, _, state) = acc.__reduce__()
+    old = restore(uid, os.getpid(), state)
+    assert old is not acc and old.detached and old.spent() == acc.spent()
+    assert [r.source for r in old.history] == ["saved"]
+
+
 def test_a_new_process_with_the_same_pid_gets_a_read_only_copy(monkeypatch):
     # A container's main process has the same pid at every start: the
     # process is told apart by a token drawn at import, not by its pid.
@@ -248,8 +258,11 @@ def test_a_forked_child_gets_a_new_process_token():
                                      accountant_module._PROCESS_TOKEN != acc._home[1]))
         finally:
             os._exit(0)
+    os.close(write)  # so that the read below ends if the child wrote nothing
     os.waitpid(pid, 0)
-    assert os.read(read, 1) == b"1"
+    answer = os.read(read, 1)
+    os.close(read)
+    assert answer == b"1"
     assert not acc.detached
 
 

@@ -321,6 +321,17 @@ def test_estimator_saved_inside_a_default_block_refuses_without_one(tmp_path):
         assert "default_accountant(...) block in this process" in message
 
 
+def test_a_default_saved_in_this_process_and_gone_is_refused_as_such(data):
+    X, y = data
+    gone = PrivacyAccountant(epsilon=5.0)
+    gone._copy = True  # as loaded from a pickle after its original was collected
+    est = _clf(None)
+    est._pickled_default_accountant = gone
+    with pytest.raises(RuntimeError, match="saved while a default_accountant") as info:
+        est.fit(X, y)
+    assert "another process" not in str(info.value)
+
+
 def test_a_block_in_this_process_beats_a_detached_pickled_default(data):
     # What a fresh process sees, simulated: the carried default is detached.
     X, y = data

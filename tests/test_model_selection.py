@@ -1264,3 +1264,50 @@ def test_preprocessing_failing_on_a_part_is_refused_before_any_charge(wrapper):
             search = DPConfidenceBoosting(pipe, n_models=2, **kwargs)
         outcomes.append(_refused_or_charged_once(search, acc, X, y, "unknown categories"))
     assert set(outcomes) == {"refused", "fitted"}  # both paths ran
+
+
+def test_auto_norm_bound_too_small_a_training_part_is_refused_before_any_charge(reg_data):
+    X, y = reg_data
+    for search in (DPConfidenceBoosting(DPLinearRegression(norm_bound="auto"), n_models=2),
+                   DPGridSearchCV(DPLinearRegression(norm_bound="auto"), {"y_bound": [1, 2]})):
+        acc = PrivacyAccountant(delta=DELTA)
+        search.set_params(accountant=acc, delta=DELTA, random_state=0)
+        with pytest.raises(ValueError, match="norm_bound='auto' needs at least 2 samples"):
+            search.fit(X[:3], y[:3])
+        assert acc.history == []
+
+
+def test_random_search_flags_preprocessing_whatever_it_draws(reg_data):
+    # The warning followed the draws: it appeared for 7 of 14 seeds drawing
+    # K = 1 and for every seed drawing K >= 4, telling K apart.
+    from sklearn.preprocessing import FunctionTransformer
+
+    X, y = reg_data
+    pipe = Pipeline([("pre", FunctionTransformer()), ("dp", _reg())])
+    shown = []
+    for seed in range(6):
+        search = DPRandomizedSearchCV(pipe, {"pre": [FunctionTransformer(), StandardScaler()]},
+                                      mean_candidates=3.0, epsilon=1.0, delta=DELTA,
+                                      random_state=seed, accountant=PrivacyAccountant())
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            search.fit(X, y)
+        shown.append(sum(w.category is PrivacyLeakWarning for w in caught))
+    assert shown == [1] * 6
+
+
+@pytest.mark.parametrize("wrapper", ["grid", "random", "boosting"])
+def test_a_budget_refusal_draws_nothing(reg_data, wrapper):
+    rng = np.random.default_rng(0)
+    before = rng.bit_generator.state
+    acc = PrivacyAccountant(epsilon=0.5, delta=DELTA)
+    kwargs = dict(epsilon=1.0, delta=DELTA, random_state=rng, accountant=acc)
+    if wrapper == "grid":
+        search = DPGridSearchCV(_reg(), GRID, **kwargs)
+    elif wrapper == "random":
+        search = DPRandomizedSearchCV(_reg(), GRID, **kwargs)
+    else:
+        search = DPConfidenceBoosting(_reg(), n_models=2, **kwargs)
+    with pytest.raises(BudgetExceededError):
+        search.fit(*reg_data)
+    assert rng.bit_generator.state == before and acc.history == []

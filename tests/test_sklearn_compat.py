@@ -135,9 +135,10 @@ def test_fallback_error_names_the_parameter_and_its_range():
 
 @pytest.mark.parametrize(
     "data",
-    [np.arange(12.0).reshape(6, 2), list(range(6)), pd.DataFrame({"a": range(6), "b": 1.0}),
-     pd.Series(range(6), index=range(10, 16)), sp.csr_matrix(np.eye(6))],
-    ids=["ndarray", "list", "DataFrame", "Series", "csr"],
+    [np.arange(12.0).reshape(6, 2), list(range(6)), tuple(range(6)),
+     pd.DataFrame({"a": range(6), "b": 1.0}), pd.Series(range(6), index=range(10, 16)),
+     sp.csr_matrix(np.eye(6))],
+    ids=["ndarray", "list", "tuple", "DataFrame", "Series", "csr"],
 )
 def test_fallback_indexing_agrees_with_sklearn(data):
     rows = np.array([4, 0, 2])

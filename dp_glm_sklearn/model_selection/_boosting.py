@@ -269,6 +269,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
                 f"model and one held out); got n_samples={n_samples}."
             )
         plan = self._plan(n_samples)
+        self._accountant(slot).check(plan["events"])  # a refusal draws nothing
         rng = _rng(self.random_state)
         chunks = np.array_split(rng.permutation(n_samples), m + 1)  # before the charge
         X, y, fixed = self._charge(slot, plan["events"], f"{type(self).__name__}(n_models={m})",

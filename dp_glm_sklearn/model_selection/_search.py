@@ -423,11 +423,15 @@ def _fit_candidate(estimator, params, slot, X, y, parent_pid):
     estimator.set_params(**params)
     estimator.set_params(**{slot.key("accountant"): PrivacyAccountant()})
     caught = []
+    # numpy's floating-point warnings (say, a user's transform overflowing
+    # on one huge private record) are silenced: whether they appear depends
+    # on one record.
     if os.getpid() == parent_pid:
-        estimator.fit(X, y)  # in the parent's threads: _fit_jobs records the warnings
+        with np.errstate(all="ignore"):
+            estimator.fit(X, y)  # in the parent's threads: _fit_jobs records the warnings
     else:
         # One task at a time per worker process: its filters are its own.
-        with warnings.catch_warnings(record=True) as caught:
+        with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
             warnings.simplefilter("always")
             estimator.fit(X, y)
     if slot.has_random_state:
@@ -657,7 +661,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         """
         owner = slot.owner(self.estimator)
         _warn_overridden(self, owner)
-        _warn_fitted_preprocessing(self, slot, candidates)
+        _warn_fitted_preprocessing(self, slot, self._possible_candidates(candidates))
         _check_scoring(self.estimator, slot, self._scoring())
         X, y = indexable(X, y)
         check_consistent_length(X, y)
@@ -679,13 +683,25 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                 Xt = X
             elif head_key not in heads:
                 head = candidate[:-1]
-                Xt = heads[head_key] = clone(head).fit_transform(X, y) if len(head) else X
-                for train, val in parts if len(head) else ():
-                    part = clone(head).fit(safe_indexing(X, train), safe_indexing(y, train))
-                    part.transform(safe_indexing(X, val))
+                # Probes: what they warn is not shown (it may depend on one
+                # record, and in the random search on K); the fits warn later.
+                with warnings.catch_warnings(), np.errstate(all="ignore"):
+                    warnings.simplefilter("ignore")
+                    Xt = heads[head_key] = clone(head).fit_transform(X, y) if len(head) else X
+                    for train, val in parts if len(head) else ():
+                        part = clone(head).fit(safe_indexing(X, train), safe_indexing(y, train))
+                        part.transform(safe_indexing(X, val))
             else:
                 Xt = heads[head_key]
             probe = clone(slot.owner(candidate))
+            if probe.get_params().get("norm_bound") == "auto" and parts:
+                smallest = min(len(train) for train, _ in parts)
+                if smallest < 2:
+                    raise ValueError(
+                        f"norm_bound='auto' needs at least 2 samples to train on; a training "
+                        f"part of {type(self).__name__} has {smallest} (n_samples="
+                        f"{num_samples(X)})."
+                    )
             _, y_checked = probe._validated(Xt, y, warn=False)
             if is_classifier(probe) and probe.get_params().get("classes", False) is None:
                 reader = (probe, y_checked)
@@ -693,6 +709,10 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             probe, y_checked = reader
             return X, y, {slot.key("classes"): probe._check_targets(y_checked, warn=True)}
         return X, y, {}
+
+    def _possible_candidates(self, candidates):
+        """The candidates whose preprocessing steps the leak warning looks at."""
+        return candidates
 
     def _validation_size(self, n_samples):
         """Size of the validation part, from the public n; raises before any charge."""
@@ -1029,6 +1049,7 @@ class DPGridSearchCV(_BaseDPSearch):
         self._validation_size(n_samples)
         plan = self._plan(len(candidates), n_samples)
         source = getattr(self, "_ledger_source", f"{type(self).__name__}(K={len(candidates)})")
+        self._accountant(slot).check(plan["events"])  # a refusal draws nothing
         rng = _rng(self.random_state)
         train, val = self._split(n_samples, rng)  # data-independent: drawn before the charge
         X, y, fixed = self._charge(slot, plan["events"], source, X, y, candidates,
@@ -1294,6 +1315,13 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         return dict(delta=delta, delta_search=delta_search, candidate_epsilon=candidate_epsilon,
                     mu_run=mu_paid, events=events, mu_refit=mu_refit)
 
+    def _possible_candidates(self, candidates):
+        # Every value any list could give, not the draws: which steps were
+        # drawn depends on K, which the search keeps secret.
+        return [{name: value} for dist in _check_distributions(self.param_distributions)
+                for name, values in dist.items() if not hasattr(values, "rvs")
+                for value in values]
+
     @fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):
         """Try a random number of random candidates; keep the best, privately.
@@ -1326,6 +1354,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         # before the charge, so that a value a distribution draws outside its
         # parameter's range fails before anything is spent.  (An error here
         # says nothing of the data; K is only kept out of what a fit shows.)
+        self._accountant(slot).check(plan["events"])  # a refusal draws nothing
         rng = _rng(self.random_state)
         train, val = self._split(n_samples, rng)
         count = sample_stopping_count(self.mean_candidates, self.stopping, rng)

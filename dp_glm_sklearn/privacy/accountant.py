@@ -108,7 +108,11 @@ def _restore_accountant(uid, home, state):
     """Unpickle an accountant; see "Copies and processes" in PrivacyAccountant.
 
     The original, if it is alive in this process; otherwise a read-only copy.
+    Pickles made before processes had a token hold the pid alone: they load
+    as read-only copies.
     """
+    if isinstance(home, int):
+        home = (home, None)
     with _REGISTRY_LOCK:
         if tuple(home) == _this_process():
             original = _REGISTRY.get(uid)
@@ -517,6 +521,14 @@ class _DefaultAccountantMixin:
             if current is not _builtin_default:
                 return current  # a block is active in this process
         pickled = self.__dict__.get("_pickled_default_accountant")
+        if pickled is not None and pickled.detached and pickled._home == _this_process():
+            raise RuntimeError(
+                f"{type(self).__name__} has accountant=None and was saved while a "
+                "default_accountant(...) block was active; that block's accountant is gone, "
+                "and a saved ledger is read-only, so the fit is refused rather than charged "
+                "to this process's unlimited default. Give it an accountant with "
+                "set_params(accountant=...), or fit it inside a default_accountant(...) block."
+            )
         if pickled is not None and pickled.detached:
             raise RuntimeError(
                 f"{type(self).__name__} has accountant=None and was pickled while a "

@@ -209,6 +209,9 @@ def _wrappers(name):
         DPGridSearchCV(make_pipeline(FunctionTransformer(), base),
                        {f"{type(base).__name__.lower()}__norm_bound": [1.0, 4.0]},
                        scoring="loss", **kw),
+        # A user's transform (public parameters) that overflows on a huge row.
+        DPGridSearchCV(make_pipeline(FunctionTransformer(lambda Z: np.tanh(Z * 10.0)), base),
+                       {f"{type(base).__name__.lower()}__norm_bound": [1.0, 4.0]}, **kw),
     ]
     return wrappers
 
