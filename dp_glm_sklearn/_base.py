@@ -278,8 +278,8 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
 
     def _decision(self, X):
         check_is_fitted(self)
-        X = _validate_data_quietly(self, X, accept_sparse="csr", dtype=[np.float64, np.float32],
-                          reset=False)
+        X = _validate_data_quietly(self, X, accept_sparse="csr",
+                                   dtype=[np.float64, np.float32], reset=False)
         return np.asarray(X @ self.coef_.T) + self.intercept_
 
     def __sklearn_tags__(self):

@@ -269,11 +269,12 @@ class DPConfidenceBoosting(_BaseDPSearch):
                 f"model and one held out); got n_samples={n_samples}."
             )
         plan = self._plan(n_samples)
-        self._accountant(slot).check(plan["events"])  # a refusal draws nothing
+        accountant = self._check_budget(slot, plan["events"])
         rng = _rng(self.random_state)
         chunks = np.array_split(rng.permutation(n_samples), m + 1)  # before the charge
-        X, y, fixed = self._charge(slot, plan["events"], f"{type(self).__name__}(n_models={m})",
-                                   X, y, parts=[(chunk, chunks[m]) for chunk in chunks[:m]])
+        X, y, fixed = self._charge(accountant, slot, plan["events"],
+                                   f"{type(self).__name__}(n_models={m})", X, y,
+                                   parts=[(chunk, chunks[m]) for chunk in chunks[:m]])
         budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
                   slot.key("delta"): plan["delta"]}
         seeds = _child_seeds(rng, m, self.random_state)

@@ -426,14 +426,14 @@ def _fit_candidate(estimator, params, slot, X, y, parent_pid):
     # numpy's floating-point warnings (say, a user's transform overflowing
     # on one huge private record) are silenced: whether they appear depends
     # on one record.
-    if os.getpid() == parent_pid:
-        with np.errstate(all="ignore"):
+    with np.errstate(all="ignore"):
+        if os.getpid() == parent_pid:
             estimator.fit(X, y)  # in the parent's threads: _fit_jobs records the warnings
-    else:
-        # One task at a time per worker process: its filters are its own.
-        with warnings.catch_warnings(record=True) as caught, np.errstate(all="ignore"):
-            warnings.simplefilter("always")
-            estimator.fit(X, y)
+        else:
+            # One task at a time per worker process: its filters are its own.
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                estimator.fit(X, y)
     if slot.has_random_state:
         # The child seed decides the candidate's noise: whoever holds it can
         # subtract the noise from the released model.  It must not stay in a
@@ -625,15 +625,25 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             return self.accountant
         return slot.accountant if slot.accountant is not None else self._default_accountant()
 
-    def _charge(self, slot, events, source, X, y, candidates=({},), parts=()):
-        """The fit's one charge, made safely; returns :meth:`_prepare`'s ``(X, y, fixed)``.
+    def _check_budget(self, slot, events):
+        """The accountant to charge, once it is known to afford ``events``.
 
-        The budget is checked before any data value is read, the input is
-        validated next (bad input raises and releases nothing), and only then
-        are ``events`` spent.
+        The first step of every fit, before any data value is read and
+        before anything is drawn from ``random_state`` (a refusal leaves a
+        user's generator as it was).
         """
         accountant = self._accountant(slot)
         accountant.check(events)
+        return accountant
+
+    def _charge(self, accountant, slot, events, source, X, y, candidates=({},), parts=()):
+        """The fit's one charge, made safely; returns :meth:`_prepare`'s ``(X, y, fixed)``.
+
+        ``accountant`` comes from :meth:`_check_budget`: the budget was
+        checked before any data value was read.  The input is validated here
+        (bad input raises and releases nothing), and only then are ``events``
+        spent (``spend`` checks the budget again, atomically).
+        """
         X, y, fixed = self._prepare(slot, X, y, candidates, parts)
         accountant.spend(events, source=source)
         self._shown_warnings = set()  # per fit: candidates and refit warn alike
@@ -670,6 +680,8 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         pipeline = isinstance(self.estimator, Pipeline) and self.estimator.steps[-1][1] is owner
         if slot.prefix and not pipeline:
             return X, y, {}  # nested otherwise: y may be transformed too; the fits validate
+        # Parts are public: norm_bound="auto" needs 2 samples in each training part.
+        smallest = min((len(train) for train, _ in parts), default=None)
         heads, probed, reader = {}, set(), None
         for params in candidates:
             own = {k: v for k, v in params.items() if k.startswith(slot.prefix)}
@@ -694,14 +706,13 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             else:
                 Xt = heads[head_key]
             probe = clone(slot.owner(candidate))
-            if probe.get_params().get("norm_bound") == "auto" and parts:
-                smallest = min(len(train) for train, _ in parts)
-                if smallest < 2:
-                    raise ValueError(
-                        f"norm_bound='auto' needs at least 2 samples to train on; a training "
-                        f"part of {type(self).__name__} has {smallest} (n_samples="
-                        f"{num_samples(X)})."
-                    )
+            if probe.get_params().get("norm_bound") == "auto" and smallest is not None \
+                    and smallest < 2:
+                raise ValueError(
+                    f"norm_bound='auto' needs at least 2 samples to train on; a training "
+                    f"part of {type(self).__name__} has {smallest} (n_samples="
+                    f"{num_samples(X)})."
+                )
             _, y_checked = probe._validated(Xt, y, warn=False)
             if is_classifier(probe) and probe.get_params().get("classes", False) is None:
                 reader = (probe, y_checked)
@@ -1049,10 +1060,10 @@ class DPGridSearchCV(_BaseDPSearch):
         self._validation_size(n_samples)
         plan = self._plan(len(candidates), n_samples)
         source = getattr(self, "_ledger_source", f"{type(self).__name__}(K={len(candidates)})")
-        self._accountant(slot).check(plan["events"])  # a refusal draws nothing
+        accountant = self._check_budget(slot, plan["events"])
         rng = _rng(self.random_state)
         train, val = self._split(n_samples, rng)  # data-independent: drawn before the charge
-        X, y, fixed = self._charge(slot, plan["events"], source, X, y, candidates,
+        X, y, fixed = self._charge(accountant, slot, plan["events"], source, X, y, candidates,
                                    parts=[(train, val)])
         X_tr, y_tr = safe_indexing(X, train), safe_indexing(y, train)
         X_val, y_val = safe_indexing(X, val), safe_indexing(y, val)
@@ -1354,14 +1365,14 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         # before the charge, so that a value a distribution draws outside its
         # parameter's range fails before anything is spent.  (An error here
         # says nothing of the data; K is only kept out of what a fit shows.)
-        self._accountant(slot).check(plan["events"])  # a refusal draws nothing
+        accountant = self._check_budget(slot, plan["events"])
         rng = _rng(self.random_state)
         train, val = self._split(n_samples, rng)
         count = sample_stopping_count(self.mean_candidates, self.stopping, rng)
         candidates = [_sample_params(dists, rng) for _ in range(count)]
         _validate_candidates(self.estimator, candidates, slot)
-        X, y, fixed = self._charge(slot, plan["events"], type(self).__name__, X, y, candidates,
-                                   parts=[(train, val)])
+        X, y, fixed = self._charge(accountant, slot, plan["events"], type(self).__name__, X, y,
+                                   candidates, parts=[(train, val)])
         X_tr, y_tr = safe_indexing(X, train), safe_indexing(y, train)
         X_val, y_val = safe_indexing(X, val), safe_indexing(y, val)
         budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],

@@ -111,10 +111,9 @@ def _restore_accountant(uid, home, state):
     Pickles made before processes had a token hold the pid alone: they load
     as read-only copies.
     """
-    if isinstance(home, int):
-        home = (home, None)
+    home = (home, None) if isinstance(home, int) else tuple(home)
     with _REGISTRY_LOCK:
-        if tuple(home) == _this_process():
+        if home == _this_process():
             original = _REGISTRY.get(uid)
             if original is not None:
                 return original
@@ -124,7 +123,7 @@ def _restore_accountant(uid, home, state):
         accountant._records = list(state["records"])
         accountant._lock = threading.Lock()
         accountant._uid = uid
-        accountant._home = tuple(home)
+        accountant._home = home
         accountant._copy = True
         return accountant
 
