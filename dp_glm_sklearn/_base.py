@@ -227,8 +227,8 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         calibration = calibrate(method, problem, epsilon, delta, **options)
 
         try:
-            accountant.spend(calibration.events,
-                             source=f"{type(self).__name__}(method={method!r})")
+            accountant._record(calibration.events,
+                               source=f"{type(self).__name__}(method={method!r})")
         except Exception:
             # Refused (another fit on the same accountant got there first):
             # leave no fitted attribute behind, the estimator stays unfitted.

@@ -138,6 +138,40 @@ def test_history_records_and_events():
     assert len(acc.history) == 2
 
 
+@pytest.mark.parametrize("budget", [math.inf, 50.0])
+def test_unlimited_budgets_compose_the_ledger_only_when_read(budget, monkeypatch):
+    # A ledger with random stopping takes about half a second to compose; an
+    # unlimited budget refuses nothing, so fits charged to it must not pay
+    # that each (a finite budget must, to refuse).
+    import numpy as np
+
+    from dp_glm_sklearn import DPLinearRegression
+    from dp_glm_sklearn.privacy import RandomStoppingEvent
+
+    acc = PrivacyAccountant(epsilon=budget, delta=DELTA)
+    acc.spend(RandomStoppingEvent(mu=0.3, mean=3.0))
+    calls = []
+    real = accountant_module.compose
+    monkeypatch.setattr(accountant_module, "compose",
+                        lambda events, delta: calls.append(len(events)) or real(events, delta))
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(40, 3)), rng.uniform(-1, 1, size=40)
+    fits = [DPLinearRegression(epsilon=eps, feature_norm=3.0, y_bound=1.0, accountant=acc,
+                               random_state=0).fit(X, y) for eps in (0.5, 1.0)]
+    assert (calls == []) == (budget == math.inf)
+    calls.clear()
+    ledgers = [acc.events[: i + 1] for i in range(len(acc.events))]
+    assert len(ledgers) == 3 and [len(f.privacy_events_) for f in fits] == [1, 1]
+    assert acc.spent() == (real(ledgers[-1], DELTA), DELTA)
+    assert calls in ([], [3])  # at most once, the last total only
+    totals = [record.total_epsilon for record in acc.history]
+    assert totals == [real(ledger, DELTA) for ledger in ledgers]
+    assert acc.spend(GaussianEvent(0.2))[0] == real(ledgers[-1] + [GaussianEvent(0.2)], DELTA)
+    restored = pickle.loads(pickle.dumps(acc))
+    assert restored is acc
+    assert acc.report()["total epsilon"].tolist() == [*totals, acc.spent()[0]]
+
+
 def test_spend_rejects_bad_input():
     acc = PrivacyAccountant()
     with pytest.raises(TypeError, match="events"):

@@ -642,10 +642,10 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         ``accountant`` comes from :meth:`_check_budget`: the budget was
         checked before any data value was read.  The input is validated here
         (bad input raises and releases nothing), and only then are ``events``
-        spent (``spend`` checks the budget again, atomically).
+        spent (the charge checks the budget again, atomically).
         """
         X, y, fixed = self._prepare(slot, X, y, candidates, parts)
-        accountant.spend(events, source=source)
+        accountant._record(events, source=source)
         self._shown_warnings = set()  # per fit: candidates and refit warn alike
         return X, y, fixed
 

@@ -13,7 +13,7 @@ import threading
 import uuid
 import weakref
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import numpy as np
@@ -238,6 +238,7 @@ class PrivacyAccountant:
     def history(self):
         """List of the :class:`SpendRecord` of every charge, oldest first."""
         with self._lock:
+            self._settle_locked(len(self._records))
             return list(self._records)
 
     @property
@@ -250,7 +251,25 @@ class PrivacyAccountant:
         return [event for record in self._records for event in record.events]
 
     def _spent_epsilon(self):
-        return self._records[-1].total_epsilon if self._records else 0.0
+        if not self._records:
+            return 0.0
+        self._settle_locked(len(self._records), only_last=True)
+        return self._records[-1].total_epsilon
+
+    def _settle_locked(self, count, only_last=False):
+        """Compute the running totals left pending among the first ``count`` records.
+
+        An unlimited budget refuses nothing, so its charges do not compose the
+        ledger (with a random-stopping event in it, that takes about half a
+        second per charge); each total is computed once, when first read.
+        """
+        indices = [count - 1] if only_last else range(count)
+        for i in indices:
+            record = self._records[i]
+            if record.total_epsilon is None:
+                events = [e for r in self._records[: i + 1] for e in r.events]
+                total = compose(events, self._delta)
+                self._records[i] = replace(record, total_epsilon=total)
 
     def _ensure_attached(self):
         if not self.detached:
@@ -272,8 +291,14 @@ class PrivacyAccountant:
         )
 
     def _check_locked(self, events):
-        """Return the total epsilon after ``events``, or raise if over budget."""
+        """Return the total epsilon after ``events``, or raise if over budget.
+
+        With an unlimited budget nothing is refused: returns None, the total
+        left to be computed when read (see ``_settle_locked``).
+        """
         self._ensure_attached()
+        if self._epsilon == math.inf:
+            return None
         total = compose(self._all_events() + list(events), self._delta)
         if total > self._epsilon * (1.0 + _BUDGET_RTOL):
             cost = compose(events, self._delta)
@@ -336,13 +361,21 @@ class PrivacyAccountant:
         RuntimeError
             If the accountant is detached (see "Copies and processes").
         """
+        with self._lock:
+            self._record_locked(events, source)
+            return self._spent_epsilon(), self._delta
+
+    def _record(self, events, source=None):
+        """:meth:`spend` without computing the total it returns (the library's charges)."""
+        with self._lock:
+            self._record_locked(events, source)
+
+    def _record_locked(self, events, source):
         events = _as_event_tuple(events)
         if source is not None and not isinstance(source, str):
             raise TypeError(f"source must be a str or None, got {source!r}.")
-        with self._lock:
-            total = self._check_locked(events)
-            self._records.append(SpendRecord(events, source, datetime.now().astimezone(), total))
-        return total, self._delta
+        total = self._check_locked(events)
+        self._records.append(SpendRecord(events, source, datetime.now().astimezone(), total))
 
     def spent(self):
         """Total (epsilon, delta) spent so far; epsilon is measured at ``delta``."""
@@ -409,6 +442,7 @@ class PrivacyAccountant:
 
     def __reduce__(self):
         with self._lock:
+            self._settle_locked(len(self._records))
             state = {
                 "epsilon": self._epsilon,
                 "delta": self._delta,
