@@ -888,6 +888,10 @@ _WRAPPERS = {
     "pipeline": lambda est, acc: DPGridSearchCV(
         Pipeline([("scale", Normalizer()), ("dp", est)]), {"dp__norm_bound": [1.0, 3.0]},
         epsilon=1.0, delta=DELTA, accountant=acc),
+    "nested pipelines": lambda est, acc: DPGridSearchCV(
+        Pipeline([("outer", Normalizer()),
+                  ("inner", Pipeline([("scale", Normalizer()), ("dp", est)]))]),
+        {"inner__dp__norm_bound": [1.0, 3.0]}, epsilon=1.0, delta=DELTA, accountant=acc),
 }
 
 
@@ -1130,6 +1134,34 @@ def test_preprocessing_fitted_on_the_data_is_flagged(clf_data):
     # A fitted step the grid puts in place of a stateless one.
     (message,) = shown(_pipe(Normalizer()), {"head": [Normalizer(), StandardScaler()]})
     assert "'head' (StandardScaler)" in message and "Normalizer" not in message
+
+
+def test_nested_pipelines_are_searched_and_other_meta_estimators_refused(reg_data):
+    # A Pipeline in a Pipeline fits the DP estimator itself: it is searched
+    # like a flat one (its preprocessing flagged, its rows validated before
+    # the charge, scoring="loss" on transformed rows). A meta-estimator that
+    # fits a copy (TransformedTargetRegressor) was charged, then crashed.
+    from sklearn.compose import TransformedTargetRegressor
+
+    X, y = reg_data
+    nested = Pipeline([("outer", StandardScaler()),
+                       ("inner", Pipeline([("scale", Normalizer()), ("dp", _reg())]))])
+    acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
+    with pytest.warns(PrivacyLeakWarning, match="'outer' \\(StandardScaler\\)") as caught:
+        search = DPGridSearchCV(nested, {"inner__dp__norm_bound": [1.0, 3.0]}, scoring="loss",
+                                epsilon=1.0, delta=DELTA, random_state=0, accountant=acc)
+        search.fit(X, y)
+    assert "'inner__scale'" not in str(caught[0].message)  # a Normalizer learns nothing
+    assert len(acc.history) == 1 and search.best_params_["inner__dp__norm_bound"] in (1.0, 3.0)
+    assert search.predict(X).shape == (len(y),)
+    for wrapper in ("grid", "boosting"):
+        ttr = TransformedTargetRegressor(_reg(), func=np.tanh, inverse_func=np.arctanh)
+        est = DPGridSearchCV(ttr, {"regressor__norm_bound": [1.0, 3.0]}, epsilon=1.0,
+                             delta=DELTA, accountant=acc) if wrapper == "grid" else \
+            DPConfidenceBoosting(ttr, n_models=2, epsilon=1.0, delta=DELTA, accountant=acc)
+        with pytest.raises(ValueError, match="inside a TransformedTargetRegressor"):
+            est.fit(X, y)
+    assert len(acc.history) == 1
 
 
 def test_workers_see_the_callers_sklearn_config(clf_data):

@@ -94,7 +94,8 @@ class DPConfidenceBoosting(_BaseDPSearch):
     Parameters
     ----------
     estimator : estimator
-        A DP estimator of this library, or a Pipeline ending in one. Its
+        A DP estimator of this library, or a Pipeline ending in one
+        (Pipelines may nest), as in :class:`DPGridSearchCV`. Its
         ``epsilon``, ``delta``, ``accountant`` and ``random_state`` are set
         by the wrapper.
 

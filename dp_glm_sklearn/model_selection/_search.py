@@ -194,11 +194,9 @@ def _warn_fitted_preprocessing(search, slot, candidates):
     needing no fit (``FunctionTransformer``, ``Normalizer``) learn nothing.
     The warning depends on the estimator only, not on the data.
     """
-    estimator = search.estimator
-    if not (slot.prefix and isinstance(estimator, Pipeline)):
-        return
-    names = [name for name, _ in estimator.steps[:-1]]
-    steps = [*estimator.steps[:-1],  # and the steps a grid puts in their place
+    own = _preprocessing(search.estimator)
+    names = [name for name, _ in own]
+    steps = [*own,  # and the steps a grid puts in their place
              *((k, v) for params in candidates for k, v in params.items() if k in names)]
     fitted = list(dict.fromkeys(
         f"{name!r} ({type(step).__name__})" for name, step in steps
@@ -263,8 +261,39 @@ def _find_dp_slot(estimator):
             f"The DP estimator in 'estimator' has no parameter(s) {missing}; "
             "DP searches need estimators with epsilon, delta and accountant parameters."
         )
+    node = estimator
+    for name in prefix.split("__")[:-1]:
+        if not (isinstance(node, Pipeline) and node.steps[-1][0] == name):
+            raise ValueError(
+                f"The DP estimator of 'estimator' is {prefix[:-2]!r}, inside a "
+                f"{type(node).__name__}; DP searches take the DP estimator itself, or a "
+                "Pipeline (Pipelines may nest) whose last step it is. Other meta-estimators "
+                "fit a copy of it, whose privacy the search cannot check."
+            )
+        node = node.steps[-1][1]
     return _DPSlot(prefix, prefix + "random_state" in params, params[prefix + "accountant"],
                    params.get(prefix + "random_state"))
+
+
+def _preprocessing(estimator):
+    """The steps before the DP estimator as ``(parameter path, step)`` pairs.
+
+    ``estimator`` is the DP estimator or a chain of Pipelines ending in it
+    (:func:`_find_dp_slot`); nested Pipelines are flattened, in the order a
+    fit runs them.
+    """
+    steps, path = [], ""
+    while isinstance(estimator, Pipeline):
+        steps += [(path + name, step) for name, step in estimator.steps[:-1]]
+        path += estimator.steps[-1][0] + "__"
+        estimator = estimator.steps[-1][1]
+    return steps
+
+
+def _head(estimator):
+    """The steps before the DP estimator as one (unfitted or fitted) Pipeline, or None."""
+    steps = _preprocessing(estimator)
+    return Pipeline([(f"step{i}", step) for i, (_, step) in enumerate(steps)]) if steps else None
 
 
 def _check_grid_keys(candidates, slot):
@@ -316,11 +345,6 @@ def _check_scoring(estimator, slot, scoring):
         )
     if scoring in ("neg_mean_absolute_error", "neg_mean_squared_error"):
         _regression_interval(owner, scoring)
-    if scoring == "loss" and slot.prefix and not (
-            isinstance(estimator, Pipeline) and estimator.steps[-1][1] is owner):
-        raise ValueError(
-            "scoring='loss' needs the DP estimator itself or a Pipeline ending in it."
-        )
 
 
 # -- bounded validation scores ---------------------------------------------------
@@ -396,8 +420,9 @@ def _clipped_losses(estimator, slot, scoring, X, y):
         return losses, 1.0
     owner = slot.owner(estimator)
     if scoring == "loss":
-        if slot.prefix:  # a Pipeline ending in the DP estimator (_check_scoring)
-            X = estimator[:-1].transform(X)
+        head = _head(estimator)  # fitted: the Pipelines' steps before the DP estimator
+        if head is not None:
+            X = head.transform(X)
         bound = _glm_loss_bound(owner)
         losses = _glm_losses(owner, X, y)
     else:
@@ -659,7 +684,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         knows every class, even one absent from its part of the data); a
         candidate that declares them keeps its own.  X is validated as the DP
         estimator of each candidate will see it: directly, or after the
-        preprocessing steps of a Pipeline ending in it (fitted here on
+        preprocessing steps of the Pipelines ending in it (fitted here on
         clones, once per distinct setting of those steps, then thrown away),
         and y against each distinct setting of the DP estimator.  ``parts``
         lists the ``(train, validation)`` row indices the fit will use (drawn
@@ -677,9 +702,6 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         check_consistent_length(X, y)
         if not hasattr(owner, "_validated"):
             return X, y, {}
-        pipeline = isinstance(self.estimator, Pipeline) and self.estimator.steps[-1][1] is owner
-        if slot.prefix and not pipeline:
-            return X, y, {}  # nested otherwise: y may be transformed too; the fits validate
         # Parts are public: norm_bound="auto" needs 2 samples in each training part.
         smallest = min((len(train) for train, _ in parts), default=None)
         heads, probed, reader = {}, set(), None
@@ -691,16 +713,16 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                 continue
             probed.add((head_key, own_key))
             candidate = clone(self.estimator).set_params(**params)
-            if not slot.prefix:
+            head = _head(candidate)
+            if head is None:
                 Xt = X
             elif head_key not in heads:
-                head = candidate[:-1]
                 # Probes: what they warn is not shown (it may depend on one
                 # record, and in the random search on K); the fits warn later.
                 with warnings.catch_warnings(), np.errstate(all="ignore"):
                     warnings.simplefilter("ignore")
-                    Xt = heads[head_key] = clone(head).fit_transform(X, y) if len(head) else X
-                    for train, val in parts if len(head) else ():
+                    Xt = heads[head_key] = clone(head).fit_transform(X, y)
+                    for train, val in parts:
                         part = clone(head).fit(safe_indexing(X, train), safe_indexing(y, train))
                         part.transform(safe_indexing(X, val))
             else:
@@ -903,7 +925,9 @@ class DPGridSearchCV(_BaseDPSearch):
     ----------
     estimator : estimator
         A DP estimator of this library, or a Pipeline ending in one (grid
-        keys such as ``"dpl__norm_bound"``). Its ``epsilon``, ``delta``,
+        keys such as ``"dpl__norm_bound"``; Pipelines may nest). Other
+        meta-estimators (``TransformedTargetRegressor``, ensembles) fit a
+        copy of the DP estimator and are refused. Its ``epsilon``, ``delta``,
         ``accountant`` and ``random_state`` are set by the search.
 
     param_grid : dict or list of dicts
@@ -1178,7 +1202,8 @@ class DPRandomizedSearchCV(_BaseDPSearch):
     Parameters
     ----------
     estimator : estimator
-        A DP estimator of this library, or a Pipeline ending in one.
+        A DP estimator of this library, or a Pipeline ending in one
+        (Pipelines may nest), as in :class:`DPGridSearchCV`.
 
     param_distributions : dict or list of dicts
         Parameter names mapped to lists (drawn uniformly, with replacement)
