@@ -165,14 +165,14 @@ def test_infinite_epsilon_is_refused_by_a_finite_budget(data):
 
 
 def test_fit_refused_at_the_charge_leaves_the_estimator_unfitted(data, monkeypatch):
-    """``check`` passed but ``spend`` refused (another fit got there first)."""
+    """``check`` passed but the charge refused (another fit got there first)."""
     X, y = data
     acc = PrivacyAccountant(epsilon=5.0, delta=1e-6)
 
     def refuse(*args, **kwargs):
         raise BudgetExceededError("spent by a concurrent fit")
 
-    monkeypatch.setattr(acc, "spend", refuse)
+    monkeypatch.setattr(acc, "_record", refuse)
     est = _clf(acc, epsilon=1.0)
     with pytest.raises(BudgetExceededError):
         est.fit(X, y)
