@@ -206,7 +206,11 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             return fit_auto_norm_bound(self, X, y)
 
         X, y = self._validated(X, y)
-        loss, y_enc, y_bound, y_offset = self._encode_targets(y)
+        # numpy's floating-point errors are ignored from here to the release:
+        # under a process-wide np.seterr(all="raise") or "warn", whether one
+        # occurs (say, a product underflowing) depends on one record.
+        with np.errstate(all="ignore"):
+            loss, y_enc, y_bound, y_offset = self._encode_targets(y)
         problem = PublicProblem(
             loss=loss,
             n_samples=X.shape[0],
@@ -235,8 +239,9 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             for name in ("n_features_in_", "feature_names_in_", "classes_"):
                 self.__dict__.pop(name, None)
             raise
-        theta, n_iter = train(method, GLMObjective(problem, X, y_enc), calibration,
-                              _rng(self.random_state))
+        with np.errstate(all="ignore"):
+            theta, n_iter = train(method, GLMObjective(problem, X, y_enc), calibration,
+                                  _rng(self.random_state))
 
         self._set_coef(theta, problem, y_offset)
         self.norm_bound_ = problem.norm_bound

@@ -87,10 +87,11 @@ class PublicProblem:
     def __post_init__(self):
         # Infinite constants would calibrate infinite noise (or NaN) and
         # disable the safety net (nothing exceeds G = inf), and bounds beyond
-        # 1e100 let scores overflow even on tamed rows (tame_rows): refuse
-        # them here, when the problem is built from the public parameters,
-        # before training.  A smoothness rounded to 0 (feature_norm ~1e-160)
-        # would divide by zero in the step size.
+        # 1e100 let scores overflow even on tamed rows
+        # (tame_exponents_and_norms): refuse them here, when the problem is
+        # built from the public parameters, before training.  A smoothness
+        # rounded to 0 (feature_norm ~1e-160) would divide by zero in the
+        # step size.
         try:
             finite = (math.isfinite(self.lipschitz) and 0 < self.smoothness < math.inf
                       and max(self.feature_norm, self.norm_bound, self.y_bound) <= _MAX_BOUND)
@@ -148,7 +149,7 @@ def canonical_rows(X):
 
 
 # Rows whose largest |entry| exceeds max(feature_norm, 1) * 2**_TAME_EXPONENT
-# are scaled down by tame_rows (see there).
+# are tamed (tame_exponents_and_norms).
 _TAME_EXPONENT = 128
 
 
@@ -156,32 +157,21 @@ def _tame_limit(feature_norm):
     return max(float(feature_norm), 1.0) * 2.0**_TAME_EXPONENT
 
 
-def tamed_rows_and_norms(X, feature_norm):
-    """``(X, row norms in float64)`` with X's huge rows tamed (:func:`tame_rows`).
-
-    The norms are needed anyway; taken first, they show whether any row can
-    be huge (a row's norm is at least its largest |entry|, and overflows to
-    inf when that entry does), so usual data costs no pass over X beyond
-    them, and X is tamed, and its norms taken again, only when one exceeds
-    the limit.
-    """
-    norms = _row_norms_float64(X)
-    if norms.size == 0 or norms.max() <= _tame_limit(feature_norm):
-        return X, norms
-    X = tame_rows(X, feature_norm)
-    return X, _row_norms_float64(X)
-
-
-def tame_rows(X, feature_norm):
-    """X with every huge row scaled by a power of two (a copy only if there is one).
+def tame_exponents_and_norms(X, feature_norm):
+    """``(exponents, norms)``: how to tame X's huge rows, and the float64 norms of the tamed rows.
 
     A row is huge when its largest |entry| m exceeds
-    ``limit = max(feature_norm, 1) * 2**128``; it is multiplied by the power of
-    two ``2**-e`` that brings m into ``[2, 4) * feature_norm``.  Its norm stays
-    above feature_norm, so the row is still clipped, and its clipped version
-    ``feature_norm * x / ||x||`` depends only on its direction, which a power
-    of two keeps exactly (barring the underflow of entries some 2**1000 times
-    smaller than m): training sees the same clipped row as before.
+    ``limit = max(feature_norm, 1) * 2**128``; it is tamed by multiplying it
+    by the power of two ``2**-e`` that brings m into ``[2, 4) * feature_norm``
+    (``exponents[i] = e``, 0 for the other rows; ``exponents`` is None when
+    no row is huge).  A tamed row's norm stays above feature_norm, so the row
+    is still clipped, and its clipped version ``feature_norm * x / ||x||``
+    depends only on its direction, which a power of two keeps exactly
+    (barring the underflow of entries some 2**1000 times smaller than m):
+    training sees the same clipped row as before.  X itself is never
+    copied or changed; the kernels tame each block as they read it
+    (:func:`tamed_block`), so a huge row costs one block's copy, not X's
+    (time and memory that one record could otherwise change 20-fold).
 
     Why: a row such as ``[1.7e308, 1.7e308]`` (any entry above ~1e154) has an
     infinite norm in float64, and large rows infinite scores ``x @ theta``
@@ -193,41 +183,56 @@ def tame_rows(X, feature_norm):
     clipping scale (at least ``min(feature_norm, 1) * 2**-128 / sqrt(d)``) is
     a normal float.
 
-    The limit is far above any sensible data; :func:`tamed_rows_and_norms`
-    calls this only when a row norm exceeds it, and X is copied only when
-    some entry does (two reductions over X decide).  X of another dtype
-    (float32) is returned at once: its entries are below ``2**128 <= limit``.
-    Sparse X keeps its format (CSR or CSC).
+    The norms are needed anyway; taken first, they show whether any row can
+    be huge (a row's norm is at least its largest |entry|, and overflows to
+    inf when that entry does): usual data costs nothing more, and only the
+    rows whose norm exceeds the limit are looked at again.  X of another
+    dtype (float32) has entries below ``2**128 <= limit``.
     """
-    if X.dtype != np.float64:
-        return X
+    norms = _row_norms_float64(X)
     limit = _tame_limit(feature_norm)
-    data = X.data if sp.issparse(X) else X
-    if data.size == 0 or max(data.max(), -data.min()) <= limit:
-        return X  # the usual case
-    n = X.shape[0]
-    if sp.issparse(X):
-        X = X.copy() if X.format in ("csr", "csc") else X.tocsr()
-        rows = X.indices if X.format == "csc" else np.repeat(np.arange(n), np.diff(X.indptr))
-        m = np.zeros(n)
-        np.maximum.at(m, rows, np.abs(X.data))
+    if X.dtype != np.float64 or norms.size == 0 or norms.max() <= limit:
+        return None, norms
+    rows = np.flatnonzero(norms > limit)
+    sub = X[rows]  # those rows only
+    if sp.issparse(sub):
+        sub = sp.csr_matrix(sub)
+        m = np.zeros(len(rows))
+        np.maximum.at(m, np.repeat(np.arange(len(rows)), np.diff(sub.indptr)),
+                      np.abs(sub.data))
     else:
-        X = np.array(X)
-        m = np.maximum(X.max(axis=1), -X.min(axis=1))
+        m = np.maximum(sub.max(axis=1), -sub.min(axis=1))
     # m * 2**-e in [2, 4) * feature_norm (up to rounding of the logs, which
-    # avoid m / feature_norm = inf).  ldexp is exact, 2**-e itself may underflow.
-    # The logs only of the rows that are tamed: log2(0) of an all-zero row
-    # would warn, and only when a huge row is present too (a data-dependent
-    # message).
-    e = np.zeros(m.shape, dtype=int)
+    # avoid m / feature_norm = inf).  ldexp is exact, 2**-e itself may
+    # underflow.  The logs only of the rows that are tamed (all have m > 0).
+    e = np.zeros(len(rows), dtype=int)
     huge = m > limit
     e[huge] = (np.floor(np.log2(m[huge]) - np.log2(feature_norm)) - 1).astype(int)
-    if sp.issparse(X):
-        X.data = np.ldexp(X.data, -e[rows])
-    else:
-        big = e > 0
-        X[big] = np.ldexp(X[big], -e[big, None])
-    return X
+    if not huge.any():
+        return None, norms
+    exponents = np.zeros(norms.shape, dtype=int)
+    exponents[rows] = e
+    norms[rows] = _row_norms_float64(_ldexp_rows(sub, e))
+    return exponents, norms
+
+
+def _ldexp_rows(Xb, e):
+    """A copy of the rows ``Xb`` times ``2**-e`` (exact; sparse comes back as CSR)."""
+    if sp.issparse(Xb):
+        Xb = sp.csr_matrix(Xb, copy=True)
+        Xb.data = np.ldexp(Xb.data, -np.repeat(e, np.diff(Xb.indptr)))
+        return Xb
+    return np.ldexp(Xb, -e[:, None])
+
+
+def tamed_block(X, exponents, rows):
+    """``X[rows]``, its huge rows tamed (``exponents`` from :func:`tame_exponents_and_norms`)."""
+    Xb = X[rows]
+    if exponents is not None:
+        e = exponents[rows]
+        if e.any():
+            Xb = _ldexp_rows(Xb, e)
+    return Xb
 
 
 def _row_norms_float64(X, block_rows=2**14):
@@ -265,9 +270,10 @@ class GLMObjective:
 
     def __init__(self, problem, X, y):
         self.problem = problem
-        # The one place rows are made canonical and tamed: the clipping here and
-        # JL's projection (of objective.X) see whole rows of moderate size.
-        X, norms = tamed_rows_and_norms(canonical_rows(X), problem.feature_norm)
+        # The one place rows are made canonical; huge rows are tamed block by
+        # block as the kernel reads them (_block), and by JL's projection.
+        X = canonical_rows(X)
+        self._exponents, norms = tame_exponents_and_norms(X, problem.feature_norm)
         self.X = X
         self.y = y
         with np.errstate(divide="ignore"):
@@ -294,8 +300,8 @@ class GLMObjective:
 
     # -- the kernel ---------------------------------------------------------
     def _block(self, rows):
-        """Rows of X (as float64) and their clipping scales."""
-        Xb = self.X[rows]
+        """Rows of X (tamed, as float64) and their clipping scales."""
+        Xb = tamed_block(self.X, self._exponents, rows)
         if Xb.dtype != np.float64:
             Xb = Xb.astype(np.float64)  # one conversion serves both products
         return Xb, self.row_scale[rows]

@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.random_projection import GaussianRandomProjection, SparseRandomProjection
 
-from .._objective import GLMObjective, tamed_rows_and_norms
+from .._objective import GLMObjective, tame_exponents_and_norms, tamed_block
 from ..privacy.calibration import gdp_mu
 from ._common import Calibration
 from .auto import jl_distortion, jl_problem, projection_dim_used
@@ -117,12 +117,12 @@ def project_rows(X, phi, feature_norm):
     ``_MAX_DENSE_PROJECTED_ENTRIES``, else CSR: a function of the public
     sizes, not of the number of non-zeros.
 
-    Nothing overflows: X is tamed (:func:`~.._objective.tame_rows`; a no-op
-    on ``objective.X``, tamed already), so its row norms (taken in float64, as
-    by the objective, also for float32 X) and the entries of ``X Phi^T``
-    (computed in float64, before the scale) are finite.
+    Nothing overflows: huge rows are tamed block by block
+    (:func:`~.._objective.tame_exponents_and_norms`), so the row norms (taken
+    in float64, as by the objective, also for float32 X) and the entries of
+    ``X Phi^T`` (computed in float64, before the scale) are finite.
     """
-    X, norms = tamed_rows_and_norms(X, feature_norm)
+    exponents, norms = tame_exponents_and_norms(X, feature_norm)
     n, d = X.shape
     k = phi.shape[0]
     scale = np.ones(n)
@@ -136,13 +136,14 @@ def project_rows(X, phi, feature_norm):
         parts = []
         for start in range(0, n, block):
             rows = slice(start, min(start + block, n))
-            parts.append(sp.csr_matrix(sp.diags(scale[rows]) @ (X[rows] @ phi_t)))
+            parts.append(sp.csr_matrix(sp.diags(scale[rows])
+                                       @ (tamed_block(X, exponents, rows) @ phi_t)))
         out = sp.vstack(parts, format="csr")
         return out.toarray() if n * k <= _MAX_DENSE_PROJECTED_ENTRIES else out
     out = np.empty((n, k))
     for start in range(0, n, block):
         rows = slice(start, min(start + block, n))
-        prod = X[rows] @ phi_t
+        prod = tamed_block(X, exponents, rows) @ phi_t
         prod = prod.toarray() if sp.issparse(prod) else np.asarray(prod)
         out[rows] = prod * scale[rows, None]
     return out

@@ -2,7 +2,7 @@
 
 Such a row is clipped to ``feature_norm`` like any other, so the released
 model must be finite and the same as for a row of the same direction and
-moderate size.  Before rows were tamed (``_objective.tame_rows``), the row's
+moderate size.  Before rows were tamed (``_objective.tame_exponents_and_norms``), the row's
 norm (or its scores ``x @ theta``) overflowed to inf, its clipping scale
 became 0 and its gradient NaN (0 * inf), which the safety net let through:
 the model came out all NaN, and one record told neighbouring data sets apart.
@@ -20,7 +20,13 @@ from dp_glm_sklearn import (
     DPLogisticRegression,
     PrivacyAccountant,
 )
-from dp_glm_sklearn._objective import GLMObjective, PublicProblem, tame_rows, tamed_rows_and_norms
+from dp_glm_sklearn._objective import (
+    GLMObjective,
+    PublicProblem,
+    _row_norms_float64,
+    tame_exponents_and_norms,
+    tamed_block,
+)
 from dp_glm_sklearn.losses import LogisticLoss
 
 N, D = 40, 4
@@ -78,17 +84,19 @@ def test_huge_row_gives_the_model_of_a_moderate_one(name, params, fmt, dtype, hu
 
 
 @pytest.mark.parametrize("fmt", ["dense", "csr", "csc"])
-def test_tame_rows_copies_only_when_needed(fmt):
+def test_huge_rows_are_tamed_block_by_block_never_copying_x(fmt):
     to = {"dense": np.asarray, "csr": sp.csr_matrix, "csc": sp.csc_matrix}[fmt]
     X = np.arange(12.0).reshape(4, 3) - 5
     plain = to(X)
-    assert tame_rows(plain, 1.0) is plain  # nothing huge: X itself
+    assert tame_exponents_and_norms(plain, 1.0)[0] is None  # nothing huge
+    assert tamed_block(plain, None, slice(0, 4)) is not None
     X32 = to(np.full((2, 3), 3e38, dtype=np.float32))
-    assert tame_rows(X32, 1.0) is X32  # float32 never exceeds the limit
+    assert tame_exponents_and_norms(X32, 1.0)[0] is None  # float32 never exceeds the limit
     X[1] = [-1.7e308, 1e300, 0.0]
     huge = to(X)
-    tamed = tame_rows(huge, 1.0)
-    assert tamed is not huge and (fmt == "dense" or tamed.format == fmt)
+    exponents, norms = tame_exponents_and_norms(huge, 1.0)
+    assert exponents.tolist()[0] == 0 and exponents[1] > 1000 and not exponents[2:].any()
+    tamed = tamed_block(huge, exponents, slice(0, 4))
     dense = tamed.toarray() if sp.issparse(tamed) else tamed
     before = huge.toarray() if sp.issparse(huge) else huge
     np.testing.assert_array_equal(np.delete(dense, 1, 0), np.delete(before, 1, 0))
@@ -96,6 +104,22 @@ def test_tame_rows_copies_only_when_needed(fmt):
     assert 2.0 <= m < 4.0
     np.testing.assert_array_equal(dense[1] / m, before[1] / 1.7e308)  # same direction
     np.testing.assert_array_equal(before[1], [-1.7e308, 1e300, 0.0])  # input untouched
+    np.testing.assert_array_equal(norms, _row_norms_float64(tamed))
+    # A block without a huge row is X's own rows (a view for dense X).
+    block = tamed_block(huge, exponents, slice(2, 4))
+    assert fmt != "dense" or np.shares_memory(block, huge)
+
+
+def test_a_huge_row_costs_one_block_not_a_copy_of_x():
+    # Taming copied the whole of X when one row was huge: memory (and time)
+    # that one record changed 20-fold.  Now the objective holds X itself.
+    X = np.random.default_rng(0).normal(size=(50, 4))
+    X[3] = 1.7e308
+    obj = _objective(X)
+    assert obj.X is X and np.isfinite(obj.aug_norms).all()
+    rows, scales = obj._block(slice(0, 50))
+    np.testing.assert_array_equal(np.delete(rows, 3, 0), np.delete(X, 3, 0))
+    assert np.all(np.linalg.norm(rows * scales[:, None], axis=1) <= 1.0 * (1 + 1e-12))
 
 
 def _objective(X):
@@ -140,21 +164,6 @@ def test_extreme_public_bounds_are_refused(kwargs):
         PublicProblem(LogisticLoss(), 10, 2, 1e200, 0.0, 0.0, 1.0)
 
 
-def test_norms_decide_whether_to_tame():
-    # Usual data: X itself and its norms (no pass beyond them); a huge row:
-    # tamed X and the norms of the tamed rows, all finite.
-    from dp_glm_sklearn._objective import _row_norms_float64, tamed_rows_and_norms
-
-    X = np.random.default_rng(0).normal(size=(50, 4))
-    same, norms = tamed_rows_and_norms(X, 1.0)
-    assert same is X
-    np.testing.assert_array_equal(norms, _row_norms_float64(X))
-    X[3] = 1.7e308
-    tamed, norms = tamed_rows_and_norms(X, 1.0)
-    assert tamed is not X and np.isfinite(norms).all()
-    np.testing.assert_array_equal(norms, _row_norms_float64(tamed))
-
-
 @pytest.mark.parametrize("sparse", [False, True])
 def test_taming_warns_about_nothing(sparse):
     # log2 of an all-zero row warned "divide by zero", only when a huge row
@@ -163,7 +172,8 @@ def test_taming_warns_about_nothing(sparse):
     X = sp.csr_matrix(X) if sparse else X
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        tamed, norms = tamed_rows_and_norms(X, 1.0)
+        exponents, norms = tame_exponents_and_norms(X, 1.0)
+        tamed_block(X, exponents, slice(0, 3))
     assert np.all(np.isfinite(norms))
 
 
@@ -229,3 +239,19 @@ def test_searches_warn_about_no_huge_validation_row(name):
     for wrapper in _wrappers(name):
         shown = _warnings_of(wrapper.fit, X, y)
         assert [w for w in shown if w[0] == "RuntimeWarning"] == [], type(wrapper).__name__
+
+
+@pytest.mark.parametrize("params", METHODS, ids=lambda p: p["method"])
+@pytest.mark.parametrize("name", list(ESTIMATORS))
+def test_numpys_error_mode_does_not_let_one_record_raise(name, params):
+    # Under np.seterr(all="raise") (or "warn"), a finite record with a tiny
+    # entry made a product underflow in training: the fit raised (after the
+    # charge) for this data set and not for its neighbour.
+    cls, extra, n_classes = ESTIMATORS[name]
+    X, y = _data(n_classes)
+    X[0] = [1e-300, 1.0, -1.0, 0.5]
+    acc = PrivacyAccountant()
+    with np.errstate(all="raise"):
+        est = cls(epsilon=1.0, feature_norm=1.0, random_state=0, accountant=acc, **extra,
+                  **params).fit(X, y)
+    assert np.all(np.isfinite(est.coef_)) and len(acc.history) == 1

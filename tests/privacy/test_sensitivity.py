@@ -140,7 +140,7 @@ def _public(problem):
 def _check_preprocessing(objective):
     """Rows used are within feature_norm, labels within y_bound."""
     p = objective.problem
-    used_norms = objective.row_scale * row_norms(objective.X)
+    used_norms = objective.row_scale * row_norms(objective._block(slice(None))[0])
     assert np.all(used_norms <= p.feature_norm * (1 + RTOL))
     if p.y_bound > 0:
         assert np.all(np.abs(objective.y) <= p.y_bound * (1 + RTOL))
