@@ -48,22 +48,32 @@ def _validate_data_quietly(estimator, *args, **kwargs):
     'alice-91234'``), a value of the private data; the error raised instead
     says what is wrong and shows no value, and does not chain numpy's.
 
+    scikit-learn's message for a 1-D X quotes X itself (``array=[31. 45.
+    62.]``); it is replaced the same way.
+
     Floating-point warnings are silenced: the finiteness check sums X, and
     one row of huge finite entries of both signs makes the sum overflow and
     numpy warn "invalid value encountered in reduce", a message shown for one
     data set and not for its neighbour.  The check itself is unaffected (a
     non-finite sum is followed by an element-wise check).
     """
+    name = type(estimator).__name__
     try:
         with np.errstate(all="ignore"):
             return validate_data(estimator, *args, **kwargs)
     except ValueError as exc:
-        if not str(exc).startswith("could not convert"):
+        message = str(exc)
+        if message.startswith("Expected 2D array, got 1D array"):
+            error = ValueError(
+                f"{name}: expected a 2-D X, got a 1-D array (its values are not shown: "
+                "they are the data). Reshape it with X.reshape(-1, 1) if it holds a single "
+                "feature, or X.reshape(1, -1) if it holds a single sample.")
+        elif message.startswith("could not convert"):
+            error = ValueError(f"{name}: X and y must be numeric; a value could not be "
+                               "converted to float (not shown here: it is a value of the data).")
+        else:
             raise
-    raise ValueError(
-        f"{type(estimator).__name__}: X and y must be numeric; a value could not be "
-        "converted to float (not shown here: it is a value of the data)."
-    )
+    raise error
 
 
 def _rng(random_state):

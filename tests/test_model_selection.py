@@ -903,7 +903,7 @@ def _with_nan(X):
 
 _BAD_INPUTS = {
     "nan in X": (_reg, lambda X, y: (_with_nan(X), y), "NaN"),
-    "1-d X": (_reg, lambda X, y: (X[:, 0], y), "2D array"),
+    "1-d X": (_reg, lambda X, y: (X[:, 0], y), "2-D X"),
     "string labels for a regressor": (_reg, lambda X, y: (X, np.array(["a"] * len(y))),
                                       "numeric"),
     "label outside the declared classes": (
