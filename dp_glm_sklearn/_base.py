@@ -42,38 +42,44 @@ def default_delta(n_samples):
 
 
 def _validate_data_quietly(estimator, *args, **kwargs):
-    """``validate_data``, without quoting a value that does not convert to float.
+    """``validate_data``, without quoting values of the data in its errors.
 
-    numpy's message names the value (``could not convert string to float:
-    'alice-91234'``), a value of the private data; the error raised instead
-    says what is wrong and shows no value, and does not chain numpy's.
-
-    scikit-learn's message for a 1-D X quotes X itself (``array=[31. 45.
-    62.]``); it is replaced the same way.
-
-    Floating-point warnings are silenced: the finiteness check sums X, and
-    one row of huge finite entries of both signs makes the sum overflow and
-    numpy warn "invalid value encountered in reduce", a message shown for one
-    data set and not for its neighbour.  The check itself is unaffected (a
-    non-finite sum is followed by an element-wise check).
+    Errors are replaced by :func:`_unquoted`'s.  Floating-point warnings are
+    silenced: the finiteness check sums X, and one row of huge finite entries
+    of both signs makes the sum overflow and numpy warn "invalid value
+    encountered in reduce", a message shown for one data set and not for its
+    neighbour.  The check itself is unaffected (a non-finite sum is followed
+    by an element-wise check).
     """
-    name = type(estimator).__name__
     try:
         with np.errstate(all="ignore"):
             return validate_data(estimator, *args, **kwargs)
     except ValueError as exc:
-        message = str(exc)
-        if message.startswith("Expected 2D array, got 1D array"):
-            error = ValueError(
-                f"{name}: expected a 2-D X, got a 1-D array (its values are not shown: "
-                "they are the data). Reshape it with X.reshape(-1, 1) if it holds a single "
-                "feature, or X.reshape(1, -1) if it holds a single sample.")
-        elif message.startswith("could not convert"):
-            error = ValueError(f"{name}: X and y must be numeric; a value could not be "
-                               "converted to float (not shown here: it is a value of the data).")
-        else:
+        error = _unquoted(exc, type(estimator).__name__)
+        if error is None:
             raise
     raise error
+
+
+def _unquoted(exc, name):
+    """A ValueError saying what ``exc`` says without the data it quotes, or None.
+
+    numpy's "could not convert string to float: 'alice-91234'" names a value
+    of the private data, and scikit-learn's "Expected 2D array, got 1D array
+    instead: array=[31. 45. 62.]" the whole column.  The error returned says
+    what is wrong, shows no value, and is to be raised outside the ``except``
+    block, so that it does not chain ``exc``.
+    """
+    message = str(exc)
+    if message.startswith("Expected 2D array, got 1D array"):
+        return ValueError(
+            f"{name}: expected a 2-D X, got a 1-D array (its values are not shown: "
+            "they are the data). Reshape it with X.reshape(-1, 1) if it holds a single "
+            "feature, or X.reshape(1, -1) if it holds a single sample.")
+    if message.startswith("could not convert"):
+        return ValueError(f"{name}: X and y must be numeric; a value could not be "
+                          "converted to float (not shown here: it is a value of the data).")
+    return None
 
 
 def _rng(random_state):

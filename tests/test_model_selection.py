@@ -920,9 +920,10 @@ def test_bad_input_is_refused_before_any_charge(reg_data, wrapper, case):
     X, y = corrupt(*reg_data)
     acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
     wrapped = _WRAPPERS[wrapper](make_estimator(), acc)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=match) as info:
         wrapped.fit(X, y)
     assert acc.history == []
+    assert "array=" not in str(info.value)  # the data are not quoted, by preprocessing either
 
 
 @pytest.mark.parametrize("make, scoring, match", [

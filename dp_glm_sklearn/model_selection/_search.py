@@ -82,7 +82,7 @@ from sklearn.utils.validation import (
     indexable,
 )
 
-from .._base import _IndependentNoiseOnCloneMixin, _rng, default_delta
+from .._base import _IndependentNoiseOnCloneMixin, _rng, _unquoted, default_delta
 from .._sklearn_compat import (
     HasMethods,
     Interval,
@@ -437,6 +437,29 @@ def _clipped_losses(estimator, slot, scoring, X, y):
     return np.clip(losses, 0.0, bound), float(bound)
 
 
+def _probe_head(head, X, y, parts):
+    """Fit the preprocessing ``head`` on X (returned transformed) and on each training part.
+
+    Probes before the charge: what they warn is not shown (it may depend on
+    one record, and in the random search on K; the fits warn later), and an
+    error quoting the data (a step given a 1-D X) is replaced by one that
+    does not.
+    """
+    try:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore")
+            Xt = clone(head).fit_transform(X, y)
+            for train, val in parts:
+                part = clone(head).fit(safe_indexing(X, train), safe_indexing(y, train))
+                part.transform(safe_indexing(X, val))
+            return Xt
+    except ValueError as exc:
+        error = _unquoted(exc, "the preprocessing steps")
+        if error is None:
+            raise
+    raise error
+
+
 # -- training candidates -------------------------------------------------------------
 def _fit_candidate(estimator, params, slot, X, y, parent_pid):
     """Fit one candidate; the search has pre-paid its privacy cost.
@@ -717,14 +740,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             if head is None:
                 Xt = X
             elif head_key not in heads:
-                # Probes: what they warn is not shown (it may depend on one
-                # record, and in the random search on K); the fits warn later.
-                with warnings.catch_warnings(), np.errstate(all="ignore"):
-                    warnings.simplefilter("ignore")
-                    Xt = heads[head_key] = clone(head).fit_transform(X, y)
-                    for train, val in parts:
-                        part = clone(head).fit(safe_indexing(X, train), safe_indexing(y, train))
-                        part.transform(safe_indexing(X, val))
+                Xt = heads[head_key] = _probe_head(head, X, y, parts)
             else:
                 Xt = heads[head_key]
             probe = clone(slot.owner(candidate))
