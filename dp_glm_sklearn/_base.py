@@ -26,7 +26,7 @@ from ._sklearn_compat import Interval, StrOptions, fit_context, num_samples
 from ._warn import warn_user
 from .mechanisms import MECHANISMS, calibrate, resolve, train
 from .mechanisms.noisy_gd import default_max_iter
-from .privacy.accountant import PrivacyAccountant, _DefaultAccountantMixin
+from .privacy.accountant import PrivacyAccountant, _check_release, _DefaultAccountantMixin
 from .privacy.calibration import gdp_mu
 from .privacy.events import GaussianEvent, compose
 
@@ -212,7 +212,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         epsilon, delta = self._target_privacy(num_samples(X))
         # Fail fast, before any data value is read: every mechanism is
         # calibrated to exactly (epsilon, delta), i.e. one mu-GDP release.
-        accountant.check([GaussianEvent(mu=gdp_mu(epsilon, delta))])
+        _check_release(accountant, [GaussianEvent(mu=gdp_mu(epsilon, delta))], epsilon, delta)
         if isinstance(self.norm_bound, str):
             # "auto": the paper's private grid search over B (SPEC 5), one
             # Gaussian event of the same total cost; the search validates the

@@ -346,3 +346,34 @@ def test_a_block_in_this_process_beats_a_detached_pickled_default(data):
         est.fit(X, y)
         clone(est).fit(X, y)
     assert len(budget.history) == 2 and detached.history == []
+
+
+@pytest.mark.parametrize("kind", ["estimator", "search", "boosting"])
+def test_a_refusal_explains_a_release_asked_for_at_a_larger_delta(data, kind):
+    # The most likely first stumble: a budget of epsilon 1 refuses a fit at
+    # epsilon 1, since the fit's default delta (1e-5 here) is larger than the
+    # accountant's (1e-6), where the fit costs 1.14.
+    from dp_glm_sklearn import DPConfidenceBoosting, DPGridSearchCV
+
+    X, y = data
+
+    def make(acc, delta):
+        est = DPLogisticRegression(feature_norm=3.0, classes=[0, 1], epsilon=1.0, delta=delta,
+                                   accountant=acc)
+        if kind == "search":
+            return DPGridSearchCV(est, {"norm_bound": [1.0, 2.0]}, epsilon=1.0, delta=delta,
+                                  accountant=acc)
+        if kind == "boosting":
+            return DPConfidenceBoosting(est, epsilon=1.0, delta=delta, accountant=acc)
+        return est
+
+    acc = PrivacyAccountant(epsilon=1.0, delta=1e-6)
+    with pytest.raises(BudgetExceededError, match="costs epsilon=1.14") as info:
+        make(acc, None).fit(X, y)
+    assert "asked for at (epsilon=1, delta=1e-05)" in str(info.value)
+    assert "Pass delta=1e-06 to spend exactly epsilon=1." in str(info.value)
+    make(acc, 1e-6).fit(X, y)  # as the message says
+    assert acc.spent()[0] == pytest.approx(1.0, rel=1e-9)
+    with pytest.raises(BudgetExceededError) as info:  # over budget at the same delta
+        make(acc, 1e-6).fit(X, y)
+    assert "Note" not in str(info.value)

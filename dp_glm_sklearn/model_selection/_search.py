@@ -96,6 +96,7 @@ from .._warn import warn_user
 from ..privacy.accountant import (
     PrivacyAccountant,
     PrivacyLeakWarning,
+    _check_release,
     _DefaultAccountantMixin,
 )
 from ..privacy.calibration import gdp_epsilon, gdp_mu
@@ -673,15 +674,16 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             return self.accountant
         return slot.accountant if slot.accountant is not None else self._default_accountant()
 
-    def _check_budget(self, slot, events):
+    def _check_budget(self, slot, events, delta):
         """The accountant to charge, once it is known to afford ``events``.
 
         The first step of every fit, before any data value is read and
         before anything is drawn from ``random_state`` (a refusal leaves a
-        user's generator as it was).
+        user's generator as it was).  ``events`` are the fit's cost at
+        ``(self.epsilon, delta)``.
         """
         accountant = self._accountant(slot)
-        accountant.check(events)
+        _check_release(accountant, events, float(self.epsilon), delta)
         return accountant
 
     def _charge(self, accountant, slot, events, source, X, y, candidates=({},), parts=()):
@@ -1100,7 +1102,7 @@ class DPGridSearchCV(_BaseDPSearch):
         self._validation_size(n_samples)
         plan = self._plan(len(candidates), n_samples)
         source = getattr(self, "_ledger_source", f"{type(self).__name__}(K={len(candidates)})")
-        accountant = self._check_budget(slot, plan["events"])
+        accountant = self._check_budget(slot, plan["events"], plan["delta"])
         rng = _rng(self.random_state)
         train, val = self._split(n_samples, rng)  # data-independent: drawn before the charge
         X, y, fixed = self._charge(accountant, slot, plan["events"], source, X, y, candidates,
@@ -1406,7 +1408,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         # before the charge, so that a value a distribution draws outside its
         # parameter's range fails before anything is spent.  (An error here
         # says nothing of the data; K is only kept out of what a fit shows.)
-        accountant = self._check_budget(slot, plan["events"])
+        accountant = self._check_budget(slot, plan["events"], plan["delta"])
         rng = _rng(self.random_state)
         train, val = self._split(n_samples, rng)
         count = sample_stopping_count(self.mean_candidates, self.stopping, rng)

@@ -451,6 +451,27 @@ class PrivacyAccountant:
         return _restore_accountant, (self._uid, self._home, state)
 
 
+def _check_release(accountant, events, epsilon, delta):
+    """``accountant.check(events)`` for a release asked for at ``(epsilon, delta)``.
+
+    The accountant measures every release at its own delta; a release
+    asked for at a larger delta costs more than its epsilon there (a fit at
+    (1, 1e-5) costs 1.14 at 1e-6), and a refusal says so.
+    """
+    try:
+        return accountant.check(events)
+    except BudgetExceededError as exc:
+        if not delta > accountant.delta:
+            raise
+        error = BudgetExceededError(
+            f"{exc} Note: this release was asked for at (epsilon={epsilon:.6g}, "
+            f"delta={delta:.3g}); the accountant measures every release at its own "
+            f"delta={accountant.delta:.3g}, where it costs more epsilon. Pass "
+            f"delta={accountant.delta:.3g} to spend exactly epsilon={epsilon:.6g}."
+        )
+    raise error
+
+
 def _needs_positive_delta(events):
     """True if ``events`` hold a finite release that is private only for delta > 0."""
     for event in events:
