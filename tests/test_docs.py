@@ -149,3 +149,30 @@ def test_user_guide_accountant_numbers(executed):
     recomputed = compose(events + list(history[-1].events), acc.delta)
     assert_quoted(recomputed, fifth, "total with a fifth fit (recomputed)")
     assert recomputed > acc.epsilon
+
+
+# -- docs/privacy.md and DPRandomizedSearchCV's docstring: random stopping figures --------
+@pytest.mark.parametrize("where", ["docs/privacy.md", "docstring"])
+def test_random_stopping_figures(where):
+    from dp_glm_sklearn import DPRandomizedSearchCV
+    from dp_glm_sklearn.privacy import RandomStoppingEvent, compose, gdp_mu
+    from dp_glm_sklearn.privacy.selection import random_stopping_mu, random_stopping_refit_mu
+
+    text = read(where) if where.endswith(".md") else DPRandomizedSearchCV.__doc__
+    eps, delta, cost, acc_delta = quoted(
+        text, rf"a search at \({NUMBER}, {NUMBER}\) costs about {NUMBER} at (?:the default "
+        rf"accountant's )?{NUMBER}", where)
+    eps, delta = float(eps), float(delta)
+    mu = random_stopping_mu(eps, delta, 10.0)
+    charged = compose([RandomStoppingEvent(mu, 10.0, "logarithmic")], float(acc_delta))
+    assert_quoted(charged, cost, f"{where}: cost at the accountant's delta")
+    if where.endswith(".md"):
+        pattern = (rf"about {NUMBER}% more at the default `mean_candidates=10`, {NUMBER}% at "
+                   rf"`mean_candidates=4`, less the more candidates are expected \({NUMBER}% at 30\)")
+    else:
+        pattern = (rf"about {NUMBER}% more mu with ``mean_candidates=10``, {NUMBER}% with 4, "
+                   rf"{NUMBER}% with 30")
+    for mean, percent in zip((10, 4, 30), quoted(text, pattern, where), strict=True):
+        gain = random_stopping_refit_mu(random_stopping_mu(eps / 2, delta / 2, mean), mean, eps,
+                                        delta) / gdp_mu(eps / 2, delta / 2) - 1
+        assert_quoted(100 * gain, percent, f"{where}: refit gain at mean_candidates={mean}")
