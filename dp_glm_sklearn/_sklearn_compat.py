@@ -27,6 +27,7 @@ import math
 from numbers import Integral
 
 import numpy as np
+from sklearn import get_config
 
 try:
     from sklearn.base import _fit_context as fit_context
@@ -144,12 +145,17 @@ def _validate_params_fallback(estimator):
 
 
 def _fit_context_fallback(*, prefer_skip_nested_validation):
-    """Validate the estimator's parameters, then run the decorated ``fit``."""
+    """Validate the estimator's parameters, then run the decorated ``fit``.
+
+    As scikit-learn's, it validates nothing under
+    ``sklearn.config_context(skip_parameter_validation=True)``.
+    """
 
     def decorator(fit):
         @functools.wraps(fit)
         def wrapper(estimator, *args, **kwargs):
-            _validate_params_fallback(estimator)
+            if not get_config().get("skip_parameter_validation", False):
+                _validate_params_fallback(estimator)
             return fit(estimator, *args, **kwargs)
 
         return wrapper

@@ -168,7 +168,8 @@ def test_random_stopping_figures(where):
     assert_quoted(charged, cost, f"{where}: cost at the accountant's delta")
     if where.endswith(".md"):
         pattern = (rf"about {NUMBER}% more at the default `mean_candidates=10`, {NUMBER}% at "
-                   rf"`mean_candidates=4`, less the more candidates are expected \({NUMBER}% at 30\)")
+                   rf"`mean_candidates=4`, less the more candidates are expected "
+                   rf"\({NUMBER}% at 30\)")
     else:
         pattern = (rf"about {NUMBER}% more mu with ``mean_candidates=10``, {NUMBER}% with 4, "
                    rf"{NUMBER}% with 30")

@@ -184,6 +184,12 @@ def _run_on(fallbacks):
                 bad.fit(X, y)
             except ValueError as exc:
                 print("refused:", exc)
+        import sklearn
+        with sklearn.config_context(skip_parameter_validation=True):
+            try:
+                DPLinearRegression(method="magic").fit(X, y)
+            except ValueError as exc:
+                print("unvalidated:", exc)
         """
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
@@ -206,3 +212,5 @@ def test_package_works_on_the_fallbacks():
     assert ours[5].startswith("refused: The 'epsilon' parameter of DPLinearRegression must be")
     assert ours[6].startswith("refused: The 'method' parameter of DPLinearRegression must be")
     assert ours[7].startswith("refused: The 'selection' parameter of DPGridSearchCV must be")
+    # scikit-learn's skip_parameter_validation is honoured by the fallbacks too.
+    assert ours[8] == theirs[8] and ours[8].startswith("unvalidated: Unknown method 'magic'")
