@@ -74,7 +74,7 @@ def _unquoted(exc, name):
     if message.startswith("Expected 2D array, got 1D array"):
         return ValueError(
             f"{name}: expected a 2-D X, got a 1-D array (its values are not shown: "
-            "they are the data). Reshape it with X.reshape(-1, 1) if it holds a single "
+            "they are the data). Reshape your data with X.reshape(-1, 1) if it holds a single "
             "feature, or X.reshape(1, -1) if it holds a single sample.")
     if message.startswith("could not convert"):
         return ValueError(f"{name}: X and y must be numeric; a value could not be "

@@ -412,7 +412,7 @@ def test_a_one_dimensional_x_is_not_quoted():
         DPLinearRegression(accountant=PrivacyAccountant()).fit(X, [0.0, 1.0, 0.0, 1.0])
     assert "45.5" not in str(info.value) and info.value.__context__ is None
     fitted = DPLinearRegression(accountant=PrivacyAccountant()).fit(np.ones((4, 1)), X / 100)
-    with pytest.raises(ValueError, match="reshape") as info:
+    with pytest.raises(ValueError, match="Reshape your data") as info:
         fitted.predict(X)
     assert "45.5" not in str(info.value)
 
