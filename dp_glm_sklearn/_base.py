@@ -65,21 +65,40 @@ def _unquoted(exc, name):
     """A ValueError saying what ``exc`` says without the data it quotes, or None.
 
     numpy's "could not convert string to float: 'alice-91234'" names a value
-    of the private data, and scikit-learn's "Expected 2D array, got 1D array
-    instead: array=[31. 45. 62.]" the whole column.  The error returned says
-    what is wrong, shows no value, and is to be raised outside the ``except``
-    block, so that it does not chain ``exc``.
+    of the private data; scikit-learn's "Expected 2D array, got 1D array
+    instead: array=[31. 45. 62.] ..." and "Complex data not supported
+    [[...]]" print the whole column or array.  The error returned says what
+    is wrong (keeping scikit-learn's advice to reshape, which its estimator
+    checks look for), shows no value, and is to be raised outside the
+    ``except`` block, so that it does not chain ``exc``.
     """
     message = str(exc)
-    if message.startswith("Expected 2D array, got 1D array"):
-        return ValueError(
-            f"{name}: expected a 2-D X, got a 1-D array (its values are not shown: "
-            "they are the data). Reshape your data with X.reshape(-1, 1) if it holds a single "
-            "feature, or X.reshape(1, -1) if it holds a single sample.")
+    if "\narray=" in message:
+        advice = message[message.find("Reshape your data"):] if "Reshape your data" in message \
+            else ""
+        return ValueError(f"{name}: {message.split(chr(10) + 'array=')[0]} (the values are not "
+                          f"shown: they are the data). {advice}".rstrip())
+    if message.startswith("Complex data not supported"):
+        return ValueError(f"{name}: complex data are not supported (the values are not shown: "
+                          "they are the data).")
     if message.startswith("could not convert"):
         return ValueError(f"{name}: X and y must be numeric; a value could not be "
                           "converted to float (not shown here: it is a value of the data).")
     return None
+
+
+def _n_samples(X, name):
+    """The number of rows of X; a scalar X is refused without quoting it.
+
+    (scikit-learn's message names the scalar, which would be the data.)
+    """
+    try:
+        return num_samples(X)
+    except TypeError as exc:
+        if "got scalar" not in str(exc):
+            raise
+    raise TypeError(f"{name}: expected a 2-D X, got a scalar (not shown: it is a value of the "
+                    "data).")
 
 
 def _rng(random_state):
@@ -209,7 +228,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             trained and the estimator stays unfitted.
         """
         accountant = self._accountant()
-        epsilon, delta = self._target_privacy(num_samples(X))
+        epsilon, delta = self._target_privacy(_n_samples(X, type(self).__name__))
         # Fail fast, before any data value is read: every mechanism is
         # calibrated to exactly (epsilon, delta), i.e. one mu-GDP release.
         _check_release(accountant, [GaussianEvent(mu=gdp_mu(epsilon, delta))], epsilon, delta)

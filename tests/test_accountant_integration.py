@@ -371,9 +371,15 @@ def test_a_refusal_explains_a_release_asked_for_at_a_larger_delta(data, kind):
     with pytest.raises(BudgetExceededError, match="costs epsilon=1.14") as info:
         make(acc, None).fit(X, y)
     assert "asked for at (epsilon=1, delta=1e-05)" in str(info.value)
-    assert "Pass delta=1e-06 to spend exactly epsilon=1." in str(info.value)
+    assert "Asked for at delta=1e-06, it would cost exactly epsilon=1 on its own." in str(
+        info.value)
     make(acc, 1e-6).fit(X, y)  # as the message says
     assert acc.spent()[0] == pytest.approx(1.0, rel=1e-9)
     with pytest.raises(BudgetExceededError) as info:  # over budget at the same delta
         make(acc, 1e-6).fit(X, y)
     assert "Note" not in str(info.value)
+    # An accountant at delta=0 admits no Gaussian release at all: its own
+    # hint says so, and none suggests passing delta=0.
+    with pytest.raises(BudgetExceededError) as info:
+        make(PrivacyAccountant(epsilon=1.0, delta=0.0), None).fit(X, y)
+    assert "admits no Gaussian release" in str(info.value) and "Note" not in str(info.value)

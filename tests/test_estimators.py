@@ -280,7 +280,7 @@ def test_bad_data_raises_and_charges_nothing(Est):
     Xi[1, 1] = np.inf
     cases.append((Xi, y, "infinity"))
     cases.append((X[:10], y, "inconsistent numbers of samples"))
-    cases.append((X[:, 0], y, "2-D X"))
+    cases.append((X[:, 0], y, "2D array"))
     cases.append((np.full((50, 2), "a"), y, "must be numeric|dtype"))
     cases.append((np.empty((0, 2)), y[:0], "0 sample"))
     for Xb, yb, msg in cases:
@@ -404,17 +404,26 @@ def test_a_value_that_is_not_a_number_is_not_quoted(where):
         assert "alice" not in str(info.value)
 
 
-def test_a_one_dimensional_x_is_not_quoted():
-    # scikit-learn's "Expected 2D array, got 1D array instead: array=[...]"
-    # put the whole private column into the error message.
-    X = np.array([31.25, 45.5, 62.75, 28.125])
-    with pytest.raises(ValueError, match="2-D X") as info:
-        DPLinearRegression(accountant=PrivacyAccountant()).fit(X, [0.0, 1.0, 0.0, 1.0])
-    assert "45.5" not in str(info.value) and info.value.__context__ is None
-    fitted = DPLinearRegression(accountant=PrivacyAccountant()).fit(np.ones((4, 1)), X / 100)
-    with pytest.raises(ValueError, match="Reshape your data") as info:
-        fitted.predict(X)
-    assert "45.5" not in str(info.value)
+@pytest.mark.parametrize("kind", ["1-D X", "scalar X", "complex X", "complex y"])
+def test_data_of_the_wrong_shape_or_type_are_not_quoted(kind):
+    # scikit-learn's "Expected 2D array, got 1D array instead: array=[...]",
+    # "... got scalar ..." and "Complex data not supported [...]" put the
+    # private data into the error message.
+    column = np.array([31.25, 45.5, 62.75, 28.125])
+    X, y = column[:, None] * [1.0, 2.0], column / 100
+    X, y = {"1-D X": (column, y), "scalar X": (np.float64(45.5), y[:1]),
+            "complex X": (X + 0j, y), "complex y": (X, y + 0j)}[kind]
+    fitted = DPLinearRegression(accountant=PrivacyAccountant()).fit(np.ones((4, 2)), column / 100)
+    calls = [lambda: DPLinearRegression(accountant=PrivacyAccountant()).fit(X, y)]
+    if kind != "complex y":
+        calls.append(lambda: fitted.predict(X))
+    for call in calls:
+        with pytest.raises((ValueError, TypeError)) as info:
+            call()
+        assert "45.5" not in str(info.value) and info.value.__context__ is None
+        assert "not shown" in str(info.value)
+        if kind == "1-D X":
+            assert "Reshape your data" in str(info.value)  # scikit-learn's checks look for it
 
 
 @pytest.mark.parametrize("classes", [[[0, 1]], np.array([[0], [1]]), [[0, 1], [2]]])

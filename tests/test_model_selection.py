@@ -903,7 +903,7 @@ def _with_nan(X):
 
 _BAD_INPUTS = {
     "nan in X": (_reg, lambda X, y: (_with_nan(X), y), "NaN"),
-    "1-d X": (_reg, lambda X, y: (X[:, 0], y), "2-D X"),
+    "1-d X": (_reg, lambda X, y: (X[:, 0], y), "2D array"),
     "string labels for a regressor": (_reg, lambda X, y: (X, np.array(["a"] * len(y))),
                                       "numeric"),
     "label outside the declared classes": (
@@ -1153,6 +1153,15 @@ def test_nested_pipelines_are_searched_and_other_meta_estimators_refused(reg_dat
                                 epsilon=1.0, delta=DELTA, random_state=0, accountant=acc)
         search.fit(X, y)
     assert "'inner__scale'" not in str(caught[0].message)  # a Normalizer learns nothing
+    # A grid may put a fitted step in place of the inner Pipeline, or of a step in it.
+    stateless = Pipeline([("outer", Normalizer()),
+                          ("inner", Pipeline([("scale", Normalizer()), ("dp", _reg())]))])
+    for grid in ({"inner": [Pipeline([("scale", StandardScaler()), ("dp", _reg())])]},
+                 {"inner__scale": [Normalizer(), StandardScaler()]}):
+        for Search in (DPGridSearchCV, DPRandomizedSearchCV):
+            with pytest.warns(PrivacyLeakWarning, match="'inner__scale' \\(StandardScaler\\)"):
+                Search(stateless, grid, epsilon=1.0, delta=DELTA, random_state=0,
+                       accountant=PrivacyAccountant()).fit(X, y)
     assert len(acc.history) == 1 and search.best_params_["inner__dp__norm_bound"] in (1.0, 3.0)
     assert search.predict(X).shape == (len(y),)
     for wrapper in ("grid", "boosting"):

@@ -37,8 +37,8 @@ from numbers import Integral
 
 import numpy as np
 
-from .._base import _rng, default_delta
-from .._sklearn_compat import Interval, fit_context, num_samples, safe_indexing
+from .._base import _n_samples, _rng, default_delta
+from .._sklearn_compat import Interval, fit_context, safe_indexing
 from ..privacy.calibration import gdp_mu
 from ..privacy.events import GaussianEvent, compose
 from ..privacy.selection import (
@@ -262,7 +262,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
         """
         slot = _find_dp_slot(self.estimator)
         _validate_candidates(self.estimator, [{}], slot)  # before anything is charged
-        n_samples = num_samples(X)
+        n_samples = _n_samples(X, type(self).__name__)
         m = self.n_models
         if n_samples < m + 1:
             raise ValueError(

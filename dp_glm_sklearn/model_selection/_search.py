@@ -82,7 +82,13 @@ from sklearn.utils.validation import (
     indexable,
 )
 
-from .._base import _IndependentNoiseOnCloneMixin, _rng, _unquoted, default_delta
+from .._base import (
+    _IndependentNoiseOnCloneMixin,
+    _n_samples,
+    _rng,
+    _unquoted,
+    default_delta,
+)
 from .._sklearn_compat import (
     HasMethods,
     Interval,
@@ -195,10 +201,8 @@ def _warn_fitted_preprocessing(search, slot, candidates):
     needing no fit (``FunctionTransformer``, ``Normalizer``) learn nothing.
     The warning depends on the estimator only, not on the data.
     """
-    own = _preprocessing(search.estimator)
-    names = [name for name, _ in own]
-    steps = [*own,  # and the steps a grid puts in their place
-             *((k, v) for params in candidates for k, v in params.items() if k in names)]
+    steps = [step for params in [{}, *candidates]  # the estimator's and each candidate's
+             for step in _preprocessing(clone(search.estimator).set_params(**params))]
     fitted = list(dict.fromkeys(
         f"{name!r} ({type(step).__name__})" for name, step in steps
         if isinstance(step, BaseEstimator) and get_tags(step).requires_fit))
@@ -1098,7 +1102,7 @@ class DPGridSearchCV(_BaseDPSearch):
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(candidates, slot)
         _validate_candidates(self.estimator, candidates, slot)
-        n_samples = num_samples(X)
+        n_samples = _n_samples(X, type(self).__name__)
         self._validation_size(n_samples)
         plan = self._plan(len(candidates), n_samples)
         source = getattr(self, "_ledger_source", f"{type(self).__name__}(K={len(candidates)})")
@@ -1402,7 +1406,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(dists, slot)
         _validate_distributions(self.estimator, dists, slot)
-        n_samples = num_samples(X)
+        n_samples = _n_samples(X, type(self).__name__)
         self._validation_size(n_samples)
         plan = self._plan(n_samples)
         # The split, K and the candidates do not depend on the data: drawn

@@ -461,13 +461,14 @@ def _check_release(accountant, events, epsilon, delta):
     try:
         return accountant.check(events)
     except BudgetExceededError as exc:
-        if not delta > accountant.delta:
+        if not delta > accountant.delta > 0.0:
             raise
         error = BudgetExceededError(
             f"{exc} Note: this release was asked for at (epsilon={epsilon:.6g}, "
             f"delta={delta:.3g}); the accountant measures every release at its own "
-            f"delta={accountant.delta:.3g}, where it costs more epsilon. Pass "
-            f"delta={accountant.delta:.3g} to spend exactly epsilon={epsilon:.6g}."
+            f"delta={accountant.delta:.3g}, where it costs more than epsilon={epsilon:.6g}. "
+            f"Asked for at delta={accountant.delta:.3g}, it would cost exactly "
+            f"epsilon={epsilon:.6g} on its own."
         )
     raise error
 
