@@ -68,8 +68,8 @@ def _unquoted(exc, name):
     of the private data; scikit-learn's "Expected 2D array, got 1D array
     instead: array=[31. 45. 62.] ..." and "Complex data not supported
     [[...]]" print the whole column or array.  The error returned says what
-    is wrong (keeping scikit-learn's advice to reshape, which its estimator
-    checks look for), shows no value, and is to be raised outside the
+    is wrong (in scikit-learn's words, which its estimator checks look for),
+    shows no value, and is to be raised outside the
     ``except`` block, so that it does not chain ``exc``.
     """
     message = str(exc)
@@ -79,7 +79,7 @@ def _unquoted(exc, name):
         return ValueError(f"{name}: {message.split(chr(10) + 'array=')[0]} (the values are not "
                           f"shown: they are the data). {advice}".rstrip())
     if message.startswith("Complex data not supported"):
-        return ValueError(f"{name}: complex data are not supported (the values are not shown: "
+        return ValueError(f"{name}: Complex data not supported (the values are not shown: "
                           "they are the data).")
     if message.startswith("could not convert"):
         return ValueError(f"{name}: X and y must be numeric; a value could not be "
