@@ -22,7 +22,10 @@ adjacency a changed record lies in exactly one chunk.
   neighbours, and given them the selection (the exponential mechanism) is
   ``epsilon_sel``-bounded-range, hence
   ``bounded_range_gdp_mu(epsilon_sel) = pure_dp_gdp_mu(epsilon_sel / 2)``-GDP
-  (:func:`~dp_glm_sklearn.privacy.selection.bounded_range_gdp_mu`).
+  (:func:`~dp_glm_sklearn.privacy.selection.bounded_range_gdp_mu`); the pair
+  (models, choice), a mixture of these over models whose law does not depend
+  on the chunk, is GDP with the same mu (convexity of the Gaussian trade-off
+  curve, as for the split in :mod:`dp_glm_sklearn.model_selection._search`).
 
 So the fit is ``max(mu, bounded_range_gdp_mu(epsilon_sel))``-GDP.  With
 ``mu = gdp_mu(epsilon, delta)``, every model is trained at the full (epsilon,

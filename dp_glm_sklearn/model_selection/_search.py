@@ -20,12 +20,14 @@ adjacency a changed record lies in S1 or in S2, never in both.
 - In S2: the candidates have the same distribution on both neighbours, and
   given them the selection is ``epsilon_sel``-bounded-range (the
   exponential mechanism and GEM are; see
-  :mod:`dp_glm_sklearn.privacy.selection`), hence so is the pair
-  (candidates, choice) for this pair of neighbours; an
-  ``epsilon_sel``-bounded-range mechanism is
+  :mod:`dp_glm_sklearn.privacy.selection`), hence
   ``bounded_range_gdp_mu(epsilon_sel) = pure_dp_gdp_mu(epsilon_sel / 2)``-GDP
   (:func:`~dp_glm_sklearn.privacy.selection.bounded_range_gdp_mu`, with its
-  proof).
+  proof).  The pair (candidates, choice) is a mixture of these conditional
+  mechanisms over the candidates, whose law does not depend on S2; it is
+  therefore GDP with the same mu, by the mixture argument below (it need
+  not be bounded-range itself: the conditional loss intervals move with
+  the candidates).
 
 So the search is ``max(sqrt(K) mu_c, bounded_range_gdp_mu(epsilon_sel))``-GDP:
 the max of the two parts, not their sum.  This holds for every split; the split
