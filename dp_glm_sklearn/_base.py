@@ -278,7 +278,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             theta, n_iter = train(method, GLMObjective(problem, X, y_enc), calibration,
                                   _rng(self.random_state))
 
-        self._set_coef(theta, problem, y_offset)
+        self._set_coef(theta, problem, y_offset, X.dtype)
         self.norm_bound_ = problem.norm_bound
         self.n_iter_ = int(n_iter)
         self.method_ = method
@@ -305,13 +305,15 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             return 0.0
         return 0.5 * float(self.feature_norm)
 
-    def _set_coef(self, theta, problem, y_offset):
+    def _set_coef(self, theta, problem, y_offset, dtype=np.float64):
+        """``coef_`` and ``intercept_`` from theta, in X's dtype (float32 X: float32 model,
+        as scikit-learn's linear models; training itself runs in float64)."""
         d = problem.n_features
         coef = theta[:d].T  # (K, d)
         intercept = (problem.intercept_feature * theta[d] if problem.fit_intercept
                      else np.zeros(theta.shape[1]))
-        self.coef_ = coef
-        self.intercept_ = intercept + y_offset
+        self.coef_ = coef.astype(dtype, copy=False)
+        self.intercept_ = (intercept + y_offset).astype(dtype, copy=False)
 
     def _is_classifier(self):
         return False

@@ -452,3 +452,28 @@ def test_docstring_lists_parameters_in_signature_order(Estimator):
     signature = [name for name in inspect.signature(Estimator.__init__).parameters
                  if name != "self"]
     assert documented == signature
+
+
+@pytest.mark.parametrize("Est, classes", [(DPLinearRegression, None), (DPHuberRegressor, None),
+                                          (DPLogisticRegression, [0, 1]),
+                                          (DPLogisticRegression, [0, 1, 2])])
+def test_float32_data_give_a_float32_model(Est, classes):
+    # As scikit-learn's linear models: the model (and what it predicts) is in
+    # X's float dtype. Training runs in float64 on the same numbers, so the
+    # float32 model is the float64 one rounded.
+    X, y = _regression(n=120, d=3)
+    if classes is not None:
+        y = np.digitize(y, np.quantile(y, np.linspace(0, 1, len(classes) + 1)[1:-1]))
+    X32 = X.astype(np.float32)
+    kwargs = dict(random_state=0, accountant=PrivacyAccountant(), norm_bound=2.0)
+    if classes is not None:
+        kwargs["classes"] = classes
+    single = Est(**kwargs).fit(X32, y)
+    double = Est(**kwargs).fit(X32.astype(np.float64), y)
+    assert single.coef_.dtype == np.float32 and np.asarray(single.intercept_).dtype == np.float32
+    np.testing.assert_array_equal(single.coef_, double.coef_.astype(np.float32))
+    np.testing.assert_array_equal(single.intercept_, np.float32(double.intercept_))
+    outputs = [single.predict(X32)] if classes is None else [single.decision_function(X32),
+                                                             single.predict_proba(X32)]
+    assert all(out.dtype == np.float32 for out in outputs)
+    assert double.coef_.dtype == np.float64

@@ -206,10 +206,10 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
             y = np.clip(y, low, high)
         return self._get_loss(), y, y_bound, offset
 
-    def _set_coef(self, theta, problem, y_offset):
-        super()._set_coef(theta, problem, y_offset)
+    def _set_coef(self, theta, problem, y_offset, dtype=np.float64):
+        super()._set_coef(theta, problem, y_offset, dtype)
         self.coef_ = self.coef_.ravel()
-        self.intercept_ = float(self.intercept_[0])
+        self.intercept_ = self.intercept_[0]  # a numpy scalar of the model's dtype
 
     def predict(self, X):
         """Predict with the linear model ``X @ coef_ + intercept_``.
@@ -257,10 +257,11 @@ class DPLinearRegression(_DPRegressorBase):
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
-        Coefficients.
+        Coefficients, in the float dtype of the training X (float32 or
+        float64; training itself runs in float64).
 
-    intercept_ : float
-        Intercept.
+    intercept_ : numpy float
+        Intercept, of the same dtype.
 
     {attributes}
 
@@ -348,10 +349,11 @@ class DPHuberRegressor(_DPRegressorBase):
     Attributes
     ----------
     coef_ : ndarray of shape (n_features,)
-        Coefficients.
+        Coefficients, in the float dtype of the training X (float32 or
+        float64; training itself runs in float64).
 
-    intercept_ : float
-        Intercept.
+    intercept_ : numpy float
+        Intercept, of the same dtype.
 
     {attributes}
 
@@ -435,10 +437,11 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
         Class labels.
 
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
-        Coefficients (one row for two classes).
+        Coefficients (one row for two classes), in the float dtype of the
+        training X (float32 or float64; training itself runs in float64).
 
     intercept_ : ndarray of shape (1,) or (n_classes,)
-        Intercepts.
+        Intercepts, of the same dtype.
 
     {attributes}
 
