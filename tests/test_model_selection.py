@@ -1353,3 +1353,49 @@ def test_a_budget_refusal_draws_nothing(reg_data, wrapper):
     with pytest.raises(BudgetExceededError):
         search.fit(*reg_data)
     assert rng.bit_generator.state == before and acc.history == []
+
+
+@pytest.mark.parametrize("Search", [DPGridSearchCV, DPRandomizedSearchCV])
+def test_candidates_fit_copies_of_the_grids_step_objects(Search, reg_data):
+    # One PCA object listed in a grid served every candidate: each fit
+    # refitted it in place, so a 2-component candidate met a PCA refitted
+    # with 3 components (a crash after the charge), and best_estimator_
+    # could hold a step fitted with another candidate's parameters.
+    from sklearn.decomposition import PCA
+
+    X, y = reg_data
+    pca = PCA()
+    grid = {"pre": [pca], "pre__n_components": [1, 2]}
+    kwargs = dict(mean_candidates=4.0) if Search is DPRandomizedSearchCV else {}
+    acc = PrivacyAccountant()
+    search = Search(Pipeline([("pre", "passthrough"), ("dp", _reg())]), grid, epsilon=2.0,
+                    delta=DELTA, random_state=0, accountant=acc, refit=True, **kwargs)
+    with pytest.warns(PrivacyLeakWarning, match="'pre' \\(PCA\\)"):  # a fitted step
+        search.fit(X, y)
+    chosen = search.best_params_["pre__n_components"]
+    assert search.best_estimator_["pre"].n_components_ == chosen
+    assert search.best_estimator_["dp"].n_features_in_ == chosen
+    assert search.best_estimator_["pre"] is not pca
+    assert pca.get_params()["n_components"] is None and not hasattr(pca, "components_")
+    assert len(acc.history) == 1
+
+
+def test_random_search_lists_a_step_with_its_own_parameters(reg_data):
+    # A dict listing a step and that step's parameters (valid in scikit-learn's
+    # RandomizedSearchCV) was refused: each listed value was checked alone,
+    # against the estimator's own 'passthrough' step.
+    from sklearn.decomposition import PCA
+
+    X, y = reg_data
+    dists = [{"pre": [PCA()], "pre__n_components": [1, 2]}, {"pre": ["passthrough"]}]
+    acc = PrivacyAccountant()
+    search = DPRandomizedSearchCV(Pipeline([("pre", "passthrough"), ("dp", _reg())]), dists,
+                                  epsilon=2.0, delta=DELTA, random_state=0, accountant=acc)
+    with pytest.warns(PrivacyLeakWarning, match="'pre' \\(PCA\\)"):  # listed, drawn or not
+        search.fit(X, y)
+    assert len(acc.history) == 1
+    bad = [{"pre": [PCA()], "pre__n_components": [1, -2]}]
+    with pytest.raises(ValueError, match="n_components"):
+        DPRandomizedSearchCV(Pipeline([("pre", "passthrough"), ("dp", _reg())]), bad,
+                             epsilon=2.0, delta=DELTA, accountant=acc).fit(X, y)
+    assert len(acc.history) == 1  # refused before any charge

@@ -204,7 +204,7 @@ def _warn_fitted_preprocessing(search, slot, candidates):
     The warning depends on the estimator only, not on the data.
     """
     steps = [step for params in [{}, *candidates]  # the estimator's and each candidate's
-             for step in _preprocessing(clone(search.estimator).set_params(**params))]
+             for step in _preprocessing(_with_params(search.estimator, params))]
     fitted = list(dict.fromkeys(
         f"{name!r} ({type(step).__name__})" for name, step in steps
         if isinstance(step, BaseEstimator) and get_tags(step).requires_fit))
@@ -227,7 +227,7 @@ def _validate_candidates(estimator, candidates, slot):
     """
     expected = type(slot.owner(estimator))
     for params in candidates:
-        candidate = clone(estimator).set_params(**params)
+        candidate = _with_params(estimator, params)
         if _find_dp_slot(candidate).prefix != slot.prefix:
             raise ValueError(
                 f"The parameter grid moves or replaces the DP estimator ({params!r}); "
@@ -251,6 +251,20 @@ def _validate_candidates(estimator, candidates, slot):
 def _params_key(params):
     """A hashable key for a dict of parameters (values compared by repr)."""
     return tuple(sorted((name, repr(value)) for name, value in params.items()))
+
+
+def _with_params(estimator, params):
+    """A clone of ``estimator`` with ``params`` set to clones of their values.
+
+    As scikit-learn's searches do: a step object listed in a grid is shared
+    by every candidate that uses it, and fitting it in place would let one
+    candidate's fit overwrite another's (and change the user's grid).
+    """
+    return clone(estimator).set_params(**_cloned(params))
+
+
+def _cloned(params):
+    return {name: clone(value, safe=False) for name, value in params.items()}
 
 
 def _find_dp_slot(estimator):
@@ -743,7 +757,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             if (head_key, own_key) in probed:
                 continue
             probed.add((head_key, own_key))
-            candidate = clone(self.estimator).set_params(**params)
+            candidate = _with_params(self.estimator, params)
             head = _head(candidate)
             if head is None:
                 Xt = X
@@ -803,7 +817,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             # fixed first: a candidate's own classes win over those read from y
             # (the budget keys cannot be in params: _check_grid_keys).
             delayed_jobs.append(delayed(_fit_candidate)(
-                est, {**fixed, **params, **extra}, slot, X, y, os.getpid()))
+                est, {**fixed, **_cloned(params), **extra}, slot, X, y, os.getpid()))
         # One catch_warnings here, not one per candidate: the warnings filters
         # are process-wide, and nested catch_warnings in threads (the
         # threading backend) would scramble the user's.
@@ -1187,15 +1201,28 @@ def _validate_distributions(estimator, dists, slot):
     """
     check_rng = np.random.default_rng(0)  # public, data-independent draws
     for dist in dists:
-        for name, values in dist.items():
+        options = {}
+        for name in sorted(dist):
+            values = dist[name]
             if not hasattr(values, "rvs"):
-                options = values
+                options[name] = list(values)
             else:
-                options = [values.rvs(random_state=check_rng)]
+                options[name] = [values.rvs(random_state=check_rng)]
                 # Discrete scipy distributions attain the ends of their support.
                 if isinstance(getattr(values, "dist", None), rv_discrete):
-                    options += [int(end) for end in values.support() if np.isfinite(end)]
-            _validate_candidates(estimator, [{name: value} for value in options], slot)
+                    options[name] += [int(end) for end in values.support() if np.isfinite(end)]
+        _validate_candidates(estimator, _one_change_settings(options), slot)
+
+
+def _one_change_settings(options):
+    """Settings taking each option of each parameter once, the others at their first option.
+
+    Every setting is one a draw from the same dict could give (a step
+    listed with its own parameters is set together with them); their number
+    is the total number of options, not their product.
+    """
+    base = {name: values[0] for name, values in options.items()}
+    return [{**base, name: value} for name, values in options.items() for value in values]
 
 
 def _sample_params(dists, rng):
@@ -1379,9 +1406,10 @@ class DPRandomizedSearchCV(_BaseDPSearch):
     def _possible_candidates(self, candidates):
         # Every value any list could give, not the draws: which steps were
         # drawn depends on K, which the search keeps secret.
-        return [{name: value} for dist in _check_distributions(self.param_distributions)
-                for name, values in dist.items() if not hasattr(values, "rvs")
-                for value in values]
+        return [setting for dist in _check_distributions(self.param_distributions)
+                for setting in _one_change_settings({
+                    name: list(values) for name, values in dist.items()
+                    if not hasattr(values, "rvs")})]
 
     @fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y):
