@@ -15,6 +15,8 @@ Concrete estimators only say which loss they minimize and how labels are
 encoded (:meth:`_encode_targets`).
 """
 
+import functools
+import threading
 from numbers import Integral, Real
 
 import numpy as np
@@ -119,6 +121,34 @@ def _independent_child(random_state):
     return np.random.default_rng(seed)
 
 
+# Set while a search fits (see _clones_draw_nothing), in the thread that clones.
+_SEARCHING = threading.local()
+
+
+def _clones_draw_nothing(fit):
+    """Decorate a search's ``fit``: its clones leave the user's generators alone.
+
+    A search clones its estimator a number of times that may depend on what
+    it keeps secret (the random search's K).  Were each clone to draw its
+    child generator from a generator the user gave the wrapped estimator,
+    that generator's state would count the clones.  The search's clones need
+    no generator of their own: every fit they make gets its seed from the
+    search, and its probes draw no noise.  So during the search, clones
+    copy the generator as scikit-learn's ``clone`` does, drawing nothing.
+    """
+
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        previous = getattr(_SEARCHING, "active", False)
+        _SEARCHING.active = True
+        try:
+            return fit(self, *args, **kwargs)
+        finally:
+            _SEARCHING.active = previous
+
+    return wrapper
+
+
 class _IndependentNoiseOnCloneMixin:
     """Clones of an estimator seeded with a generator draw independent noise.
 
@@ -136,9 +166,11 @@ class _IndependentNoiseOnCloneMixin:
     def __sklearn_clone__(self):
         new = super().__sklearn_clone__()
         state = getattr(self, "random_state", None)
-        if isinstance(state, (np.random.Generator, np.random.RandomState)):
+        if isinstance(state, (np.random.Generator, np.random.RandomState)) and not getattr(
+                _SEARCHING, "active", False):
             new.random_state = _independent_child(state)
         return new
+
 
 
 class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEstimator):

@@ -1399,3 +1399,24 @@ def test_random_search_lists_a_step_with_its_own_parameters(reg_data):
         DPRandomizedSearchCV(Pipeline([("pre", "passthrough"), ("dp", _reg())]), bad,
                              epsilon=2.0, delta=DELTA, accountant=acc).fit(X, y)
     assert len(acc.history) == 1  # refused before any charge
+
+
+@pytest.mark.parametrize("Search", [DPGridSearchCV, DPRandomizedSearchCV, DPConfidenceBoosting])
+def test_a_search_draws_nothing_from_the_wrapped_estimators_generator(Search, reg_data):
+    # Each clone of a Generator-seeded estimator draws its child generator
+    # from the original; the random search clones a number of times that
+    # depends on its secret K, and handed the advanced generator back in
+    # best_estimator_.random_state, whose state then counted the clones.
+    X, y = reg_data
+    gen = np.random.default_rng(12345)
+    before = gen.bit_generator.state
+    args = () if Search is DPConfidenceBoosting else ({"norm_bound": [1.0, 3.0]},)
+    search = Search(_reg(random_state=gen), *args, epsilon=1.0, delta=DELTA, random_state=0,
+                    accountant=PrivacyAccountant())
+    with pytest.warns(UserWarning, match="random_state=Generator"):  # the search seeds its fits
+        search.fit(X, y)
+    assert search.best_estimator_.random_state is gen
+    assert gen.bit_generator.state == before
+    # Outside a search, clones still draw independent children (and advance it).
+    clone(_reg(random_state=gen))
+    assert gen.bit_generator.state != before

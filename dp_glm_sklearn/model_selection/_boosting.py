@@ -40,7 +40,7 @@ from numbers import Integral
 
 import numpy as np
 
-from .._base import _n_samples, _rng, default_delta
+from .._base import _clones_draw_nothing, _n_samples, _rng, default_delta
 from .._sklearn_compat import Interval, fit_context, safe_indexing
 from ..privacy.calibration import gdp_mu
 from ..privacy.events import GaussianEvent, compose
@@ -243,6 +243,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
                     selection_epsilon=selection_epsilon, events=[event])
 
     @fit_context(prefer_skip_nested_validation=False)
+    @_clones_draw_nothing
     def fit(self, X, y):
         """Train one model per chunk and keep the best one, chosen privately.
 

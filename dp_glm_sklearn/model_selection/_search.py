@@ -85,6 +85,7 @@ from sklearn.utils.validation import (
 )
 
 from .._base import (
+    _clones_draw_nothing,
     _IndependentNoiseOnCloneMixin,
     _n_samples,
     _rng,
@@ -1092,6 +1093,7 @@ class DPGridSearchCV(_BaseDPSearch):
                     events=events, mu_refit=mu_refit)
 
     @fit_context(prefer_skip_nested_validation=False)
+    @_clones_draw_nothing
     def fit(self, X, y):
         """Train every candidate on the training part and select one privately.
 
@@ -1412,6 +1414,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
                     if not hasattr(values, "rvs")})]
 
     @fit_context(prefer_skip_nested_validation=False)
+    @_clones_draw_nothing
     def fit(self, X, y):
         """Try a random number of random candidates; keep the best, privately.
 
