@@ -89,8 +89,8 @@ def _unquoted(exc, name):
     return None
 
 
-def _n_samples(X, name):
-    """The number of rows of X; a scalar X is refused without quoting it.
+def _n_samples(X, name, what="X"):
+    """The number of rows of X (or y); a scalar is refused without quoting it.
 
     (scikit-learn's message names the scalar, which would be the data.)
     """
@@ -99,8 +99,8 @@ def _n_samples(X, name):
     except TypeError as exc:
         if "got scalar" not in str(exc):
             raise
-    raise TypeError(f"{name}: expected a 2-D X, got a scalar (not shown: it is a value of the "
-                    "data).")
+    raise TypeError(f"{name}: {what} is a scalar (not shown: it is a value of the data); "
+                    f"expected {'a 2-D X' if what == 'X' else 'a 1-D y'}.")
 
 
 def _rng(random_state):

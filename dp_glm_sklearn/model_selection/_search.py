@@ -459,13 +459,20 @@ def _clipped_losses(estimator, slot, scoring, X, y):
     return np.clip(losses, 0.0, bound), float(bound)
 
 
+#: Beginnings of scikit-learn's input-validation messages that quote no value
+#: of the data; a preprocessing step's other errors are not shown.
+_SAFE_STEP_ERRORS = ("Input X contains", "Input contains", "Input y contains",
+                     "Found array with", "Found input variables with inconsistent")
+
+
 def _probe_head(head, X, y, parts):
     """Fit the preprocessing ``head`` on X (returned transformed) and on each training part.
 
     Probes before the charge: what they warn is not shown (it may depend on
-    one record, and in the random search on K; the fits warn later), and an
-    error quoting the data (a step given a 1-D X) is replaced by one that
-    does not.
+    one record, and in the random search on K; the fits warn later).  Their
+    errors are replaced by ones that quote no data: a step's own message may
+    (a ``OneHotEncoder`` names the unknown category, often the rarest, most
+    identifying value).
     """
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -475,10 +482,14 @@ def _probe_head(head, X, y, parts):
                 part = clone(head).fit(safe_indexing(X, train), safe_indexing(y, train))
                 part.transform(safe_indexing(X, val))
             return Xt
-    except ValueError as exc:
-        error = _unquoted(exc, "the preprocessing steps")
-        if error is None:
+    except (ValueError, TypeError) as exc:
+        if str(exc).startswith(_SAFE_STEP_ERRORS):
             raise
+        error = _unquoted(exc, "the preprocessing steps") or ValueError(
+            f"The preprocessing steps before the DP estimator failed on the data "
+            f"({type(exc).__name__}; the message is not shown, since it may quote values "
+            "of the data), on all of it or on a training part of the search, before "
+            "anything was charged. Fit the steps on the data yourself to see why.")
     raise error
 
 
@@ -744,6 +755,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         _warn_overridden(self, owner)
         _warn_fitted_preprocessing(self, slot, self._possible_candidates(candidates))
         _check_scoring(self.estimator, slot, self._scoring())
+        _n_samples(y, type(self).__name__, what="y")
         X, y = indexable(X, y)
         check_consistent_length(X, y)
         if not hasattr(owner, "_validated"):
@@ -1554,6 +1566,7 @@ def fit_auto_norm_bound(estimator, X, y):
     mechanism and the zero model: on ``benchmarks/model_selection.py`` the
     latter's penalties on large radii made it choose radii far too small.
     """
+    _n_samples(y, type(estimator).__name__, what="y")
     X, y = indexable(X, y)
     n_samples = num_samples(X)
     if n_samples < 2:
