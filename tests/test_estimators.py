@@ -477,3 +477,25 @@ def test_float32_data_give_a_float32_model(Est, classes):
                                                              single.predict_proba(X32)]
     assert all(out.dtype == np.float32 for out in outputs)
     assert double.coef_.dtype == np.float64
+
+
+@pytest.mark.parametrize("classes", [[0, 1], [0, 1, 2]])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_log_probabilities_of_confidently_wrong_rows_are_finite(classes, dtype):
+    # log(predict_proba) was -inf from a score of 17 (float32) or 37
+    # (float64); the validation loss of the searches' scoring="loss" then
+    # jumped to its clipping bound.
+    from scipy.special import log_softmax
+
+    X, y = make_classification(n_samples=200, n_features=3, n_informative=3, n_redundant=0,
+                               n_classes=len(classes), random_state=0)
+    clf = DPLogisticRegression(classes=classes, norm_bound=50.0, epsilon=50.0, random_state=0,
+                               accountant=PrivacyAccountant()).fit(X.astype(dtype), y)
+    far = (X * 100).astype(dtype)
+    log_p = clf.predict_log_proba(far)
+    scores = np.asarray(clf.decision_function(far), dtype=np.float64)
+    scores = np.column_stack([np.zeros_like(scores), scores]) if scores.ndim == 1 else scores
+    assert np.isfinite(log_p).all() and np.abs(scores).max() > 40
+    single = dtype is np.float32
+    np.testing.assert_allclose(log_p, log_softmax(scores, axis=1), rtol=1e-5 if single else 1e-12,
+                               atol=1e-6 if single else 1e-15)

@@ -3,7 +3,7 @@
 from numbers import Real
 
 import numpy as np
-from scipy.special import expit, softmax
+from scipy.special import expit, log_expit, log_softmax, softmax
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 
@@ -613,9 +613,17 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
         return softmax(scores, axis=1)
 
     def predict_log_proba(self, X):
-        """Logarithm of :meth:`predict_proba`."""
-        with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
+        """Logarithm of :meth:`predict_proba`, computed from the scores.
+
+        ``log_expit`` and ``log_softmax`` of the scores, not the log of
+        rounded probabilities: confidently wrong rows get their finite log
+        probability (``log(1 - expit(z))`` is ``-inf`` from z = 17 in float32
+        and z = 37 in float64).
+        """
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return np.column_stack([log_expit(-scores), log_expit(scores)])
+        return log_softmax(scores, axis=1)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

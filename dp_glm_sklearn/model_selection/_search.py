@@ -71,6 +71,7 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 
 import numpy as np
+from scipy.special import log_expit, log_softmax
 from scipy.stats import rv_discrete
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
@@ -415,8 +416,11 @@ def _glm_losses(owner, X, y):
         classes = owner.classes_
         known = np.isin(y, classes)
         codes = np.searchsorted(classes, np.where(known, y, classes[0]))
-        with np.errstate(divide="ignore"):
-            log_p = owner.predict_log_proba(X)[np.arange(len(codes)), codes]
+        # In float64 whatever the model's dtype: a float32 model's log
+        # probabilities are coarser (the loss is clipped to its bound anyway).
+        scores = np.asarray(owner.decision_function(X), dtype=np.float64)
+        log_p = (np.column_stack([log_expit(-scores), log_expit(scores)]) if scores.ndim == 1
+                 else log_softmax(scores, axis=1))[np.arange(len(codes)), codes]
         return np.where(known, -log_p, np.inf)
     low, high = owner._y_interval()
     residual = owner.predict(X) - np.clip(np.asarray(y, dtype=np.float64), low, high)
