@@ -466,17 +466,19 @@ def _clipped_losses(estimator, slot, scoring, X, y):
 #: Beginnings of scikit-learn's input-validation messages that quote no value
 #: of the data; a preprocessing step's other errors are not shown.
 _SAFE_STEP_ERRORS = ("Input X contains", "Input contains", "Input y contains",
-                     "Found array with", "Found input variables with inconsistent")
+                     "Found array with")
 
 
-def _probe_head(head, X, y, parts):
+def _probe_head(head, X, y, parts, setting):
     """Fit the preprocessing ``head`` on X (returned transformed) and on each training part.
 
     Probes before the charge: what they warn is not shown (it may depend on
     one record, and in the random search on K; the fits warn later).  Their
     errors are replaced by ones that quote no data: a step's own message may
     (a ``OneHotEncoder`` names the unknown category, often the rarest, most
-    identifying value).
+    identifying value; a lookup in a ``FunctionTransformer`` raises a
+    ``KeyError`` naming the key).  What the replacement says is public: the
+    steps and the grid's ``setting`` of them.
     """
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
@@ -486,14 +488,16 @@ def _probe_head(head, X, y, parts):
                 part = clone(head).fit(safe_indexing(X, train), safe_indexing(y, train))
                 part.transform(safe_indexing(X, val))
             return Xt
-    except (ValueError, TypeError) as exc:
-        if str(exc).startswith(_SAFE_STEP_ERRORS):
+    except Exception as exc:
+        if isinstance(exc, ValueError) and str(exc).startswith(_SAFE_STEP_ERRORS):
             raise
-        error = _unquoted(exc, "the preprocessing steps") or ValueError(
-            f"The preprocessing steps before the DP estimator failed on the data "
-            f"({type(exc).__name__}; the message is not shown, since it may quote values "
-            "of the data), on all of it or on a training part of the search, before "
-            "anything was charged. Fit the steps on the data yourself to see why.")
+        steps = ", ".join(type(step).__name__ for _, step in head.steps)
+        error = _unquoted(exc, f"the preprocessing steps ({steps})") or ValueError(
+            f"The preprocessing steps before the DP estimator ({steps}; grid setting "
+            f"{setting or 'none'}) raised {type(exc).__name__} on all of the data or on a "
+            "training part of the search, before anything was charged. Its message is "
+            "not shown: it may quote values of the data. Check this setting against the "
+            "data's public shape, or fit the steps on the data yourself to see why.")
     raise error
 
 
@@ -779,7 +783,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             if head is None:
                 Xt = X
             elif head_key not in heads:
-                Xt = heads[head_key] = _probe_head(head, X, y, parts)
+                Xt = heads[head_key] = _probe_head(head, X, y, parts, rest)
             else:
                 Xt = heads[head_key]
             probe = clone(slot.owner(candidate))
@@ -1228,7 +1232,8 @@ def _validate_distributions(estimator, dists, slot):
                 options[name] = [values.rvs(random_state=check_rng)]
                 # Discrete scipy distributions attain the ends of their support.
                 if isinstance(getattr(values, "dist", None), rv_discrete):
-                    options[name] += [int(end) for end in values.support() if np.isfinite(end)]
+                    options[name] += [int(end) if float(end).is_integer() else float(end)
+                                      for end in values.support() if np.isfinite(end)]
         _validate_candidates(estimator, _one_change_settings(options), slot)
 
 
@@ -1464,6 +1469,10 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         # says nothing of the data; K is only kept out of what a fit shows.)
         accountant = self._check_budget(slot, plan["events"], plan["delta"])
         rng = _rng(self.random_state)
+        if rng is self.random_state:
+            # A user's Generator: draw a fixed number of values from it, not a
+            # number that grows with the secret K.
+            rng = np.random.default_rng(rng.integers(2**32, size=4, dtype=np.uint64))
         train, val = self._split(n_samples, rng)
         count = sample_stopping_count(self.mean_candidates, self.stopping, rng)
         candidates = [_sample_params(dists, rng) for _ in range(count)]
@@ -1549,6 +1558,7 @@ def auto_norm_bound_grid(n_train, epsilon, smoothness, unit):
     return [float(unit * 2.0**j) for j in range(-1, k - 1)]
 
 
+@_clones_draw_nothing
 def fit_auto_norm_bound(estimator, X, y):
     """``fit`` of a DP GLM with ``norm_bound="auto"``: called by its template.
 
