@@ -69,11 +69,10 @@ def _unquoted(exc, name):
     numpy's "could not convert string to float: 'alice-91234'" names a value
     of the private data; scikit-learn's "Expected 2D array, got 1D array
     instead: array=[31. 45. 62.] ..." and "Complex data not supported
-    [[...]]" print the whole column or array, and its "inconsistent numbers
-    of samples: [191, 200]" a count that a step dropping rows made private.
-    The error returned says what is wrong (in scikit-learn's words, which its
-    estimator checks look for), shows no value, and is to be raised outside
-    the ``except`` block, so that it does not chain ``exc``.
+    [[...]]" print the whole column or array.  The error returned says what
+    is wrong (in scikit-learn's words, which its estimator checks look for),
+    shows no value, and is to be raised outside the ``except`` block, so that
+    it does not chain ``exc``.
     """
     message = str(exc)
     if "\narray=" in message:
@@ -87,11 +86,6 @@ def _unquoted(exc, name):
     if message.startswith("could not convert"):
         return ValueError(f"{name}: X and y must be numeric; a value could not be "
                           "converted to float (not shown here: it is a value of the data).")
-    if message.startswith("Found input variables with inconsistent numbers of samples"):
-        # Public for the data given, but not after a step that drops rows.
-        return ValueError(f"{name}: Found input variables with inconsistent numbers of "
-                          "samples (the counts are not shown: after preprocessing they may "
-                          "depend on the data).")
     return None
 
 

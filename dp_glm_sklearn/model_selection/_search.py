@@ -464,12 +464,17 @@ def _clipped_losses(estimator, slot, scoring, X, y):
 
 
 #: Beginnings of scikit-learn's input-validation messages that quote no value
-#: of the data; a preprocessing step's other errors are not shown.
+#: of the data, nor a count that a preprocessing step could make private.
 _SAFE_STEP_ERRORS = ("Input X contains", "Input contains", "Input y contains",
-                     "Found array with")
+                     "Found array with dim")
+
+#: Beginnings of scikit-learn's messages that quote shapes or sample counts:
+#: public for the data given, private after a step that drops rows or
+#: selects features on the data.
+_SHAPE_ERRORS = ("Found array with", "Found input variables with inconsistent")
 
 
-def _probe_head(head, X, y, parts, setting):
+def _probe_head(head, X, y, parts):
     """Fit the preprocessing ``head`` on X (returned transformed) and on each training part.
 
     Probes before the charge: what they warn is not shown (it may depend on
@@ -477,9 +482,12 @@ def _probe_head(head, X, y, parts, setting):
     errors are replaced by ones that quote no data: a step's own message may
     (a ``OneHotEncoder`` names the unknown category, often the rarest, most
     identifying value; a lookup in a ``FunctionTransformer`` raises a
-    ``KeyError`` naming the key).  What the replacement says is public: the
-    steps and the grid's ``setting`` of them.
+    ``KeyError`` naming the key; a step after one that drops rows states
+    the private number of rows kept).  Nor do they say which setting of the
+    grid failed, or how: where a setting starts to fail can depend on the
+    data (a ``VarianceThreshold`` grid would bracket the largest variance).
     """
+    steps = ", ".join(type(step).__name__ for _, step in head.steps)
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
@@ -489,15 +497,30 @@ def _probe_head(head, X, y, parts, setting):
                 part.transform(safe_indexing(X, val))
             return Xt
     except Exception as exc:
-        if isinstance(exc, ValueError) and str(exc).startswith(_SAFE_STEP_ERRORS):
+        safe = isinstance(exc, ValueError) and str(exc).startswith(_SAFE_STEP_ERRORS)
+        # A new error, raised outside this block: the original stays out of
+        # its context (a step may have raised it while handling another).
+        error = ValueError(str(exc)) if safe else _unquoted(
+            exc, f"the preprocessing steps ({steps})") or ValueError(
+            f"The preprocessing steps before the DP estimator ({steps}) failed on the data, "
+            "on all of it or on a training part of the search, for some setting of the grid, "
+            "before anything was charged. What failed is not shown: it may tell values of "
+            "the data. Check the grid's settings against the data's public shape, or fit the "
+            "steps on the data yourself to see why.")
+    raise error
+
+
+def _validated_after(head, probe, Xt, y):
+    """``probe._validated(Xt, y)``; after preprocessing, its shape errors quote no count."""
+    try:
+        return probe._validated(Xt, y, warn=False)
+    except ValueError as exc:
+        if head is None or not str(exc).startswith(_SHAPE_ERRORS):
             raise
-        steps = ", ".join(type(step).__name__ for _, step in head.steps)
-        error = _unquoted(exc, f"the preprocessing steps ({steps})") or ValueError(
-            f"The preprocessing steps before the DP estimator ({steps}; grid setting "
-            f"{setting or 'none'}) raised {type(exc).__name__} on all of the data or on a "
-            "training part of the search, before anything was charged. Its message is "
-            "not shown: it may quote values of the data. Check this setting against the "
-            "data's public shape, or fit the steps on the data yourself to see why.")
+        error = ValueError(
+            f"{type(probe).__name__} cannot be fitted on the output of the preprocessing "
+            "steps before it (too few samples or features, or a number of rows other than "
+            "y's); the counts are not shown: after preprocessing they may depend on the data.")
     raise error
 
 
@@ -783,7 +806,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             if head is None:
                 Xt = X
             elif head_key not in heads:
-                Xt = heads[head_key] = _probe_head(head, X, y, parts, rest)
+                Xt = heads[head_key] = _probe_head(head, X, y, parts)
             else:
                 Xt = heads[head_key]
             probe = clone(slot.owner(candidate))
@@ -794,7 +817,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                     f"part of {type(self).__name__} has {smallest} (n_samples="
                     f"{num_samples(X)})."
                 )
-            _, y_checked = probe._validated(Xt, y, warn=False)
+            _, y_checked = _validated_after(head, probe, Xt, y)
             if is_classifier(probe) and probe.get_params().get("classes", False) is None:
                 reader = (probe, y_checked)
         if reader is not None:
