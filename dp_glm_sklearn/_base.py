@@ -75,11 +75,11 @@ def _unquoted(exc, name):
     it does not chain ``exc``.
     """
     message = str(exc)
-    if "\narray=" in message:
-        advice = message[message.find("Reshape your data"):] if "Reshape your data" in message \
-            else ""
-        return ValueError(f"{name}: {message.split(chr(10) + 'array=')[0]} (the values are not "
-                          f"shown: they are the data). {advice}".rstrip())
+    head, marker, tail = message.partition("\narray=")
+    if marker:
+        _, advice, rest = tail.partition("Reshape your data")
+        return ValueError(f"{name}: {head} (the values are not shown: they are the data). "
+                          f"{advice}{rest}".rstrip())
     if message.startswith("Complex data not supported"):
         return ValueError(f"{name}: Complex data not supported (the values are not shown: "
                           "they are the data).")
