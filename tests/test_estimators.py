@@ -325,6 +325,23 @@ def test_label_not_in_declared_classes_is_an_error():
     assert not hasattr(est, "coef_") and acc.history == []  # nothing trained or charged
 
 
+def test_continuous_declared_classes_are_refused_before_y_is_read():
+    # Accepted, a declared class 0.5 failed scikit-learn's target check only
+    # when a record had that label: one record decided whether fit raised.
+    X, _ = _regression(n=30, d=2)
+    y = (np.arange(30) % 2).astype(np.float64)
+    neighbour = y.copy()
+    neighbour[0] = 0.5
+    for labels in (y, neighbour):
+        acc = PrivacyAccountant()
+        with pytest.raises(ValueError, match="'classes' parameter .* discrete class labels"):
+            DPLogisticRegression(classes=[0.0, 0.5, 1.0], accountant=acc).fit(X, labels)
+        assert acc.history == []
+    # Whole-number floats are discrete classes, as in scikit-learn.
+    fitted = DPLogisticRegression(classes=[0.0, 1.0, 2.0], random_state=0).fit(X, 2 * y)
+    np.testing.assert_array_equal(fitted.classes_, [0.0, 1.0, 2.0])
+
+
 def test_continuous_target_rejected_by_classifier():
     X, y = _regression(n=30, d=2)
     with pytest.raises(ValueError, match="Unknown label type"):

@@ -1100,6 +1100,39 @@ def test_random_search_shows_no_candidate_warning(reg_data):
     assert _unused_option_warnings(search, *reg_data) == []
 
 
+def _warns_on_rows(X):
+    # Module level: the grid search's workers must be able to import it.
+    warnings.warn("a step saw the rows", UserWarning)
+    return X
+
+
+@pytest.mark.parametrize("wrapper", ["random", "grid", "boosting"])
+def test_a_steps_warnings_on_the_validation_rows_are_not_shown(clf_data, wrapper):
+    # Scoring each candidate on the validation part showed a step's warnings
+    # there once per candidate: the random search's secret K, counted; and
+    # under warnings-as-errors the first one raised after the charge.
+    from sklearn.preprocessing import FunctionTransformer
+    pipe = Pipeline([("head", FunctionTransformer(_warns_on_rows)), ("dp", _clf())])
+    grid = {"dp__norm_bound": [1.0, 5.0]}
+    acc = PrivacyAccountant()
+    kw = dict(epsilon=1.0, delta=DELTA, random_state=0, accountant=acc)
+    search = {"random": lambda: DPRandomizedSearchCV(pipe, grid, mean_candidates=5.0, **kw),
+              "grid": lambda: DPGridSearchCV(pipe, grid, **kw),
+              "boosting": lambda: DPConfidenceBoosting(pipe, n_models=3, **kw)}[wrapper]()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        search.fit(*clf_data)
+    shown = [w for w in caught if "a step saw the rows" in str(w.message)]
+    # The grid search and boosting show their candidates' fit warnings once
+    # (their number of fits is public); the random search shows none.
+    assert len(shown) == (0 if wrapper == "random" else 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        if wrapper == "random":
+            search.fit(*clf_data)  # nothing left to raise after the charge
+    assert len(acc.history) == (2 if wrapper == "random" else 1)
+
+
 def test_threaded_searches_leave_the_warning_filters_alone(reg_data):
     # catch_warnings in each threaded candidate fit left stray global
     # filters behind (13 of 20 runs); the search now records in one place.

@@ -5,7 +5,7 @@ from numbers import Real
 import numpy as np
 from scipy.special import expit, log_expit, log_softmax, softmax
 from sklearn.base import ClassifierMixin, RegressorMixin
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
 
 from .._base import _BaseDPGLM
 from .._sklearn_compat import Interval
@@ -520,7 +520,18 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
                 "The 'classes' parameter of DPLogisticRegression must be 1-D, a "
                 f"sequence of class labels such as [0, 1]; got {shape}."
             )
-        return np.unique(classes)
+        classes = np.unique(classes)
+        kind = type_of_target(classes)
+        if kind not in ("binary", "multiclass"):
+            # Refused here, from the parameter alone: accepted, a label 0.5
+            # would pass as a class and then fail scikit-learn's target check
+            # in y, so one record would decide whether fit raises.
+            raise ValueError(
+                "The 'classes' parameter of DPLogisticRegression must hold discrete class "
+                "labels (integers, whole-number floats, strings or booleans, as scikit-learn's "
+                f"classifiers accept); got {classes.tolist()!r}, of type {kind!r}."
+            )
+        return classes
 
     def _check_targets(self, y, *, warn=True):
         """The classes: declared (every label must be one), or read from y.
@@ -528,10 +539,8 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
         Reading them from y warns (:class:`PrivacyLeakWarning`) unless
         ``warn=False`` (a search reads them once and warns once).
         """
-        if self.classes is not None:
-            declared = self._declared_classes()  # a parameter error comes before y's
-        check_classification_targets(y)
         if self.classes is None:
+            check_classification_targets(y)
             classes = np.unique(y)
             if warn:
                 warn_user(
@@ -540,7 +549,9 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
                     PrivacyLeakWarning,
                 )
         else:
-            classes = declared
+            # Labels among declared discrete classes pass scikit-learn's
+            # target check whatever they are: only membership is checked.
+            classes = self._declared_classes()
             # The message names the public classes only: echoing the offending
             # labels would release values of the private data.
             if np.setdiff1d(y, classes).size:

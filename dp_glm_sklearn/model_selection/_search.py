@@ -202,7 +202,9 @@ def _warn_fitted_preprocessing(search, slot, candidates):
     Such a step (a ``StandardScaler``: means and variances) is fitted on the
     private data without noise and published in ``best_estimator_``; no
     privacy figure of the search covers it.  Steps that scikit-learn tags as
-    needing no fit (``FunctionTransformer``, ``Normalizer``) learn nothing.
+    needing no fit (``FunctionTransformer``, ``Normalizer``) learn nothing;
+    the guarantee also needs them to act row by row (a function centring the
+    columns makes every row depend on every record), which no tag can tell.
     The warning depends on the estimator only, not on the data.
     """
     steps = [step for params in [{}, *candidates]  # the estimator's and each candidate's
@@ -215,8 +217,9 @@ def _warn_fitted_preprocessing(search, slot, candidates):
             f"{type(search).__name__}: the Pipeline step(s) {', '.join(fitted)} before the DP "
             "estimator are fitted on the private data without noise; what they learn (a "
             "StandardScaler's means and variances, an encoder's categories) is published in "
-            "best_estimator_ and is not covered by privacy_spent_. Use transforms with public "
-            "parameters (e.g. FunctionTransformer) to keep the whole fit private.",
+            "best_estimator_ and is not covered by privacy_spent_. Use row-wise transforms "
+            "with public parameters (e.g. a FunctionTransformer acting on each row alone) "
+            "to keep the whole fit private.",
             PrivacyLeakWarning,
         )
 
@@ -433,10 +436,14 @@ def _validation_losses(estimator, slot, scoring, X, y):
     The mean of n such losses has replace-one sensitivity ``bound / n``.
     Validation rows are not clipped: a huge one overflows the prediction or
     the loss to inf or NaN, which the clip to ``[0, bound]`` turns into the
-    bound.  numpy's floating-point warnings are silenced on the way, since
-    whether they appear depends on one private record.
+    bound.  numpy's floating-point warnings, and the warnings of a user's
+    steps transforming the validation rows, are not shown: whether they
+    appear depends on one private record, once per candidate they would
+    count the random search's secret K, and under warnings-as-errors one
+    would raise after the charge.
     """
-    with np.errstate(all="ignore"):
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")
         return _clipped_losses(estimator, slot, scoring, X, y)
 
 
