@@ -1102,7 +1102,7 @@ def test_random_search_shows_no_candidate_warning(reg_data):
 
 def _warns_on_rows(X):
     # Module level: the grid search's workers must be able to import it.
-    warnings.warn("a step saw the rows", UserWarning)
+    warnings.warn("a step saw the rows", UserWarning, stacklevel=2)
     return X
 
 
