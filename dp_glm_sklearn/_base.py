@@ -199,6 +199,10 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         """Raise on labels the estimator cannot train on (before any charge)."""
         raise NotImplementedError
 
+    def _public_loss(self, classes=None):
+        """``(loss, y_bound, y_offset)`` from the parameters (and a classifier's classes)."""
+        raise NotImplementedError
+
     def _validated(self, X, y, *, warn=True):
         """``(X, y)`` validated for ``fit``; bad input raises here, before the charge.
 
@@ -218,8 +222,8 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             return self.accountant
         return self._default_accountant()
 
-    def _warn_unused_options(self, method, n_features):
-        """Say so when an option does nothing for the method that trains."""
+    def _unused_options(self, method, n_features):
+        """Warnings that an option does nothing for the method that trains."""
         unused = []
         if self.projection_dim is not None and method != "jl":
             unused.append(f"projection_dim is used by method='jl' only, not {method!r}")
@@ -229,8 +233,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         if self.l2_regularization is not None and method != "output_perturbation":
             unused.append("l2_regularization is used by method='output_perturbation' only, "
                           f"not {method!r}")
-        for message in unused:
-            warn_user(f"{type(self).__name__}: {message}.", UserWarning)
+        return [f"{type(self).__name__}: {message}." for message in unused]
 
     def _target_privacy(self, n_samples):
         delta = default_delta(n_samples) if self.delta is None else float(self.delta)
@@ -259,6 +262,9 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             If the accountant cannot afford (epsilon, delta); nothing is
             trained and the estimator stays unfitted.
         """
+        if y is None:  # scikit-learn's words (norm_bound="auto" reads y first)
+            raise ValueError(f"This {type(self).__name__} estimator requires y to be passed, "
+                             "but the target y is None.")
         accountant = self._accountant()
         epsilon, delta = self._target_privacy(_n_samples(X, type(self).__name__))
         # Fail fast, before any data value is read: every mechanism is
@@ -278,24 +284,10 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         # occurs (say, a product underflowing) depends on one record.
         with np.errstate(all="ignore"):
             loss, y_enc, y_bound, y_offset = self._encode_targets(y)
-        problem = PublicProblem(
-            loss=loss,
-            n_samples=X.shape[0],
-            n_features=X.shape[1],
-            feature_norm=float(self.feature_norm),
-            intercept_feature=self._intercept_feature(X.shape[1]),
-            y_bound=y_bound,
-            norm_bound=float(self.norm_bound),
-        )
-        max_iter = (default_max_iter(problem.n_samples, gdp_mu(epsilon, delta))
-                    if self.max_iter is None else self.max_iter)
-        options = dict(max_iter=max_iter, projection_dim=self.projection_dim,
-                       l2=self.l2_regularization)
-        # "auto" is resolved by a pure rule of public quantities (SPEC 4.4).
-        method = resolve(self.method, problem, epsilon, delta,
-                         projection_dim=self.projection_dim)
-        self._warn_unused_options(method, problem.n_features)
-        calibration = calibrate(method, problem, epsilon, delta, **options)
+        problem, method, calibration = self._public_plan(X.shape[0], X.shape[1], loss, y_bound,
+                                                         epsilon, delta)
+        for message in self._unused_options(method, problem.n_features):
+            warn_user(message, UserWarning)
 
         try:
             accountant._record(calibration.events,
@@ -317,6 +309,37 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         self.privacy_events_ = list(calibration.events)
         self.privacy_spent_ = (float(compose(self.privacy_events_, delta)), delta)
         return self
+
+    def _public_plan(self, n_samples, n_features, loss, y_bound, epsilon, delta):
+        """``(problem, method, calibration)``: the half of fit that reads no data.
+
+        Everything here is a function of public quantities (the shape of X,
+        the parameters, the budget); a bound or option it refuses is refused
+        before the charge, and the searches call it for each candidate
+        (:meth:`_check_public_plan`) before theirs.
+        """
+        problem = PublicProblem(
+            loss=loss,
+            n_samples=n_samples,
+            n_features=n_features,
+            feature_norm=float(self.feature_norm),
+            intercept_feature=self._intercept_feature(n_features),
+            y_bound=y_bound,
+            norm_bound=float(self.norm_bound),
+        )
+        max_iter = (default_max_iter(n_samples, gdp_mu(epsilon, delta))
+                    if self.max_iter is None else int(self.max_iter))  # True is 1, as in sklearn
+        # "auto" is resolved by a pure rule of public quantities (SPEC 4.4).
+        method = resolve(self.method, problem, epsilon, delta,
+                         projection_dim=self.projection_dim)
+        calibration = calibrate(method, problem, epsilon, delta, max_iter=max_iter,
+                                projection_dim=self.projection_dim, l2=self.l2_regularization)
+        return problem, method, calibration
+
+    def _check_public_plan(self, n_samples, n_features, epsilon, delta, classes=None):
+        """Raise what :meth:`_public_plan` would raise in ``fit``; return the method."""
+        loss, y_bound, _ = self._public_loss(classes)
+        return self._public_plan(n_samples, n_features, loss, y_bound, epsilon, delta)[1]
 
     def _intercept_feature(self, n_features):
         """The constant public feature c appended to each row (SPEC 1).

@@ -365,6 +365,31 @@ def test_pipeline_cross_val_score_clone_and_pickle():
     assert restored[-1].privacy_spent_ == clf[-1].privacy_spent_
 
 
+def test_classifier_wrappers_work_with_the_classes_of_their_encoding():
+    # The recipe of user_guide.md section 6: wrappers re-encode y, so the
+    # copies declare the wrapper's encoding; each copy's fit is charged.
+    from sklearn.ensemble import StackingClassifier, VotingClassifier
+    from sklearn.multiclass import OneVsRestClassifier
+    X, y = make_classification(n_samples=300, n_informative=3, n_classes=3, random_state=0)
+    names = np.array(["low", "mid", "high"])[y]
+    acc = PrivacyAccountant()
+
+    def dp(classes):
+        return DPLogisticRegression(classes=classes, random_state=0, accountant=acc)
+
+    ovr = OneVsRestClassifier(dp([0, 1])).fit(X, names)
+    voting = VotingClassifier([("dp", dp(range(3)))], voting="soft").fit(X, names)
+    stacking = StackingClassifier([("dp", dp(range(3)))], cv=2).fit(X, names)
+    for wrapper in (ovr, voting, stacking):
+        np.testing.assert_array_equal(wrapper.classes_, ["high", "low", "mid"])
+        assert set(wrapper.predict(X)) <= set(names)
+        assert wrapper.predict_proba(X).shape == (300, 3)
+    # 3 one-vs-rest fits, 1 voting fit, stacking's 1 final + 2 cross-val fits.
+    assert len(acc.history) == 3 + 1 + 3
+    with pytest.raises(ValueError, match="not in the declared 'classes'"):
+        OneVsRestClassifier(dp(["high", "low", "mid"])).fit(X, names)
+
+
 def test_fit_does_not_modify_parameters():
     X, y = _regression()
     reg = DPLinearRegression(y_bound=10, random_state=0)

@@ -1244,6 +1244,18 @@ _BAD_GRIDS = {
     "validation part empty": (
         lambda: DPGridSearchCV(_reg(), GRID, validation_fraction=1e-4), "reg",
         "validation_fraction"),
+    # The public half of a candidate's fit (bounds, calibration) ran only in
+    # the candidate's fit; the plain estimator refuses these before charging.
+    "a bound the estimator refuses": (
+        lambda: DPGridSearchCV(_reg(), {"feature_norm": [3.0, 1e101]}), "reg",
+        "public bounds are too large"),
+    "a radius the estimator refuses, drawn": (
+        lambda: DPRandomizedSearchCV(_reg(), {"norm_bound": [1e101]}, random_state=0), "reg",
+        "public bounds are too large"),
+    "a bound refused inside norm_bound='auto'": (
+        lambda: DPConfidenceBoosting(_reg(norm_bound="auto").set_params(feature_norm=1e101)), "reg",
+        "public bounds are too large"),
+    "n_jobs=0": (lambda: DPGridSearchCV(_reg(), GRID, n_jobs=0), "reg", "'n_jobs' parameter"),
 }
 
 
@@ -1259,6 +1271,45 @@ def test_bad_candidates_are_refused_before_any_charge(case, clf_data, reg_data):
         warnings.simplefilter("ignore", PrivacyLeakWarning)
         search.fit(*(clf_data if kind == "clf" else reg_data))
     assert acc.history == []
+
+
+@pytest.mark.parametrize("wrapper", ["grid", "boosting", "auto"])
+def test_unused_option_warnings_raise_before_the_charge_under_warnings_as_errors(
+        clf_data, wrapper):
+    # Candidates' warnings were shown after the charge: with warnings as
+    # errors (pytest's filterwarnings = error) the budget was spent, nothing
+    # fitted.  The direct fit raised before its charge.
+    acc = PrivacyAccountant(epsilon=10.0, delta=DELTA)
+    est = _clf(method="noisy_gd", projection_dim=2, accountant=acc)
+    search = {"grid": lambda: DPGridSearchCV(est, GRID, epsilon=1.0, delta=DELTA, accountant=acc),
+              "boosting": lambda: DPConfidenceBoosting(est, epsilon=1.0, delta=DELTA,
+                                                       accountant=acc),
+              "auto": lambda: est.set_params(norm_bound="auto")}[wrapper]()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match="projection_dim is used by method='jl' only"):
+            search.fit(*clf_data)
+    assert acc.history == []
+
+
+def test_max_iter_true_is_one_step_and_auto_asks_for_y():
+    X = np.random.default_rng(0).normal(size=(40, 2))
+    y = (X[:, 0] > 0).astype(int)
+    # A bool is an int, as in scikit-learn.
+    assert _clf().set_params(max_iter=True).fit(X, y).n_iter_ == 1
+    with pytest.raises(ValueError, match="requires y to be passed"):
+        _clf(norm_bound="auto").fit(X, None)
+
+
+def test_cv_results_param_columns_are_numeric_when_the_values_are(reg_data):
+    grid = [{"norm_bound": [1.0, 3.0], "max_iter": [5, None]}, {"fit_intercept": [False]}]
+    search = DPGridSearchCV(_reg(), grid, epsilon=1.0, delta=DELTA, random_state=0,
+                            accountant=PrivacyAccountant()).fit(*reg_data)
+    results = search.cv_results_
+    assert results["param_norm_bound"].dtype == np.float64  # as GridSearchCV's (1.5+)
+    assert results["param_fit_intercept"].dtype == bool
+    assert results["param_max_iter"].dtype == object  # None among the values
+    assert results["param_norm_bound"].mask.tolist() == [False] * 4 + [True]
 
 
 def test_a_candidates_own_classes_win_over_the_ones_read_from_y(clf_data):

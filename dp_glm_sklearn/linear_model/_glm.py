@@ -190,21 +190,25 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
             # validate_data converts object arrays only; strings would fail later.
             raise ValueError(f"y must be numeric for {type(self).__name__}; got dtype {y.dtype}.")
 
-    def _encode_targets(self, y):
+    def _public_loss(self, classes=None):
+        """``(loss, y_bound, y_offset)``: labels are centred on the public interval."""
         low, high = self._y_interval()
+        if self.fit_intercept:  # the intercept absorbs the offset
+            return self._get_loss(), (high - low) / 2, (low + high) / 2
+        return self._get_loss(), max(abs(low), abs(high)), 0.0
+
+    def _encode_targets(self, y):
+        loss, y_bound, offset = self._public_loss()
         y = np.asarray(y, dtype=np.float64)
         if self.fit_intercept:
-            # Center on the public interval: the intercept absorbs the offset.
             # Clipped after centring, so that |y| <= y_bound holds in floats
             # too: high - offset can round above (high - low) / 2, and then a
             # label at the bound would switch the gradient code (and its
             # time) away from the Gram path, a channel on one record.
-            offset, y_bound = (low + high) / 2, (high - low) / 2
             y = np.clip(y - offset, -y_bound, y_bound)
         else:
-            offset, y_bound = 0.0, max(abs(low), abs(high))
-            y = np.clip(y, low, high)
-        return self._get_loss(), y, y_bound, offset
+            y = np.clip(y, *self._y_interval())
+        return loss, y, y_bound, offset
 
     def _set_coef(self, theta, problem, y_offset, dtype=np.float64):
         super()._set_coef(theta, problem, y_offset, dtype)
@@ -568,13 +572,18 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
             )
         return classes
 
+    def _public_loss(self, classes):
+        """``(loss, y_bound, y_offset)`` for these classes (labels need no bound)."""
+        if len(classes) == 2:
+            return LogisticLoss(), 0.0, 0.0
+        return MultinomialLoss(len(classes)), 0.0, 0.0
+
     def _encode_targets(self, y):
         classes = self._check_targets(y, warn=False)  # fit's _validated warned
         self.classes_ = classes
         codes = np.searchsorted(classes, y).astype(np.float64)
-        if classes.size == 2:
-            return LogisticLoss(), 2.0 * codes - 1.0, 0.0, 0.0
-        return MultinomialLoss(classes.size), codes, 0.0, 0.0
+        loss, y_bound, offset = self._public_loss(classes)
+        return loss, (2.0 * codes - 1.0 if classes.size == 2 else codes), y_bound, offset
 
     def decision_function(self, X):
         """Raw scores ``X @ coef_.T + intercept_``.

@@ -253,6 +253,20 @@ def _validate_candidates(estimator, candidates, slot):
             owner._y_interval()  # a malformed y_bound
 
 
+def _column_dtype(values):
+    """numpy's dtype for a ``cv_results_`` column of these values if 1-D numeric, else object.
+
+    As scikit-learn's searches (1.5+): numbers give a numeric column, so a
+    DataFrame of ``cv_results_`` can sort and plot it; strings, None,
+    sequences and estimators stay objects.
+    """
+    try:
+        array = np.asarray(list(values.values()))
+    except (ValueError, TypeError):
+        return object
+    return array.dtype if array.ndim == 1 and array.dtype.kind in "biuf" else object
+
+
 def _params_key(params):
     """A hashable key for a dict of parameters (values compared by repr)."""
     return tuple(sorted((name, repr(value)) for name, value in params.items()))
@@ -666,8 +680,9 @@ _PARAMS_SPLIT = """validation_fraction : float in (0, 1), default={validation_fr
         records at a fraction of the budget is very noisy."""
 
 _PARAMS_RUN = """n_jobs : int, default=None
-        Candidates trained in parallel by joblib. Every candidate runs
-        pre-paid, so worker processes never charge an accountant.
+        Candidates trained in parallel by joblib (``-1``: all cores; 0 is
+        refused, before anything is charged). Every candidate runs pre-paid,
+        so worker processes never charge an accountant.
 
     random_state : int, RandomState instance, Generator or None, default=None
         Seeds the split, the candidates' noise and the selection. ``None``
@@ -723,7 +738,9 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         "scoring": [StrOptions(set(SCORINGS)), None],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "refit": ["boolean"],
-        "n_jobs": [Integral, None],
+        # joblib's meaning: -1 all cores, -2 all but one, ...; 0 has none.
+        "n_jobs": [Interval(Integral, None, -1, closed="right"),
+                   Interval(Integral, 1, None, closed="left"), None],
         "random_state": ["random_state", np.random.Generator],
         "accountant": [PrivacyAccountant, None],
     }
@@ -756,20 +773,22 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         _check_release(accountant, events, float(self.epsilon), delta)
         return accountant
 
-    def _charge(self, accountant, slot, events, source, X, y, candidates=({},), parts=()):
+    def _charge(self, accountant, slot, events, source, X, y, candidates=({},), parts=(),
+                privacy=None):
         """The fit's one charge, made safely; returns :meth:`_prepare`'s ``(X, y, fixed)``.
 
         ``accountant`` comes from :meth:`_check_budget`: the budget was
         checked before any data value was read.  The input is validated here
         (bad input raises and releases nothing), and only then are ``events``
-        spent (the charge checks the budget again, atomically).
+        spent (the charge checks the budget again, atomically).  ``privacy``
+        is a candidate's ``(epsilon, delta)``.
         """
-        X, y, fixed = self._prepare(slot, X, y, candidates, parts)
+        self._shown_warnings = set()  # per fit: checks, candidates and refit warn alike
+        X, y, fixed = self._prepare(slot, X, y, candidates, parts, privacy)
         accountant._record(events, source=source)
-        self._shown_warnings = set()  # per fit: candidates and refit warn alike
         return X, y, fixed
 
-    def _prepare(self, slot, X, y, candidates=({},), parts=()):
+    def _prepare(self, slot, X, y, candidates=({},), parts=(), privacy=None):
         """Check everything bad input could break, before the charge.
 
         Returns ``(X, y, fixed)``: X and y made indexable, and the parameters
@@ -788,6 +807,13 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         part and applied to its validation part, as the candidates will be,
         so that a step failing there (say, a ``OneHotEncoder`` meeting a
         category absent from its training part) fails before the charge.
+        Last, each distinct setting of the DP estimator goes through the
+        public half of its fit (bounds, options and calibration, at the
+        candidates' ``privacy`` on the smallest training part), so that a
+        value it refuses is refused here; the warnings of that half (an
+        unused option) are shown here too, where the search shows its
+        candidates' warnings, so that under warnings-as-errors they raise
+        before the charge.
         """
         owner = slot.owner(self.estimator)
         _warn_overridden(self, owner)
@@ -800,7 +826,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             return X, y, {}
         # Parts are public: norm_bound="auto" needs 2 samples in each training part.
         smallest = min((len(train) for train, _ in parts), default=None)
-        heads, probed, reader = {}, set(), None
+        heads, probed, reader, plans = {}, set(), None, []
         for params in candidates:
             own = {k: v for k, v in params.items() if k.startswith(slot.prefix)}
             rest = {k: v for k, v in params.items() if not k.startswith(slot.prefix)}
@@ -824,13 +850,31 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                     f"part of {type(self).__name__} has {smallest} (n_samples="
                     f"{num_samples(X)})."
                 )
-            _, y_checked = _validated_after(head, probe, Xt, y)
+            X_checked, y_checked = _validated_after(head, probe, Xt, y)
+            plans.append((probe, X_checked.shape[1]))
             if is_classifier(probe) and probe.get_params().get("classes", False) is None:
                 reader = (probe, y_checked)
+        fixed = {}
         if reader is not None:
             probe, y_checked = reader
-            return X, y, {slot.key("classes"): probe._check_targets(y_checked, warn=True)}
-        return X, y, {}
+            fixed = {slot.key("classes"): probe._check_targets(y_checked, warn=True)}
+        self._check_public_plans(plans, smallest or num_samples(X), privacy,
+                                 fixed.get(slot.key("classes")))
+        return X, y, fixed
+
+    def _check_public_plans(self, plans, n_samples, privacy, classes):
+        """Run the public half of each ``(probe, n_features)``'s fit; show its warnings."""
+        epsilon, delta = privacy or (float(self.epsilon), default_delta(n_samples))
+        caught = []
+        for probe, n_features in plans:
+            if probe.get_params().get("norm_bound") == "auto":
+                # Its own search checks each radius before its charge.
+                probe = clone(probe).set_params(norm_bound=1.0)
+            own = probe._declared_classes() if is_classifier(probe) \
+                and probe.classes is not None else classes
+            method = probe._check_public_plan(n_samples, n_features, epsilon, delta, own)
+            caught += [(UserWarning, m) for m in probe._unused_options(method, n_features)]
+        self._show_candidate_warnings(caught)
 
     def _possible_candidates(self, candidates):
         """The candidates whose preprocessing steps the leak warning looks at."""
@@ -914,10 +958,11 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         results = {"params": list(candidates)}
         names = sorted({k for params in candidates for k in params})
         for name in names:
-            column = np.ma.MaskedArray(np.empty(len(candidates), dtype=object), mask=True)
-            for i, params in enumerate(candidates):
-                if name in params:
-                    column[i] = params[name]
+            given = {i: params[name] for i, params in enumerate(candidates) if name in params}
+            column = np.ma.MaskedArray(np.empty(len(candidates), dtype=_column_dtype(given)),
+                                       mask=True)
+            for i, value in given.items():
+                column[i] = value
             results[f"param_{name}"] = column
         results["selected"] = np.arange(len(candidates)) == best
         results["score_sensitivity"] = np.asarray(sensitivities, dtype=np.float64)
@@ -1178,7 +1223,8 @@ class DPGridSearchCV(_BaseDPSearch):
         rng = _rng(self.random_state)
         train, val = self._split(n_samples, rng)  # data-independent: drawn before the charge
         X, y, fixed = self._charge(accountant, slot, plan["events"], source, X, y, candidates,
-                                   parts=[(train, val)])
+                                   parts=[(train, val)],
+                                   privacy=(plan["candidate_epsilon"], plan["delta"]))
         X_tr, y_tr = safe_indexing(X, train), safe_indexing(y, train)
         X_val, y_val = safe_indexing(X, val), safe_indexing(y, val)
         budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
@@ -1508,7 +1554,8 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         candidates = [_sample_params(dists, rng) for _ in range(count)]
         _validate_candidates(self.estimator, candidates, slot)
         X, y, fixed = self._charge(accountant, slot, plan["events"], type(self).__name__, X, y,
-                                   candidates, parts=[(train, val)])
+                                   candidates, parts=[(train, val)],
+                                   privacy=(plan["candidate_epsilon"], plan["delta_search"]))
         X_tr, y_tr = safe_indexing(X, train), safe_indexing(y, train)
         X_val, y_val = safe_indexing(X, val), safe_indexing(y, val)
         budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
