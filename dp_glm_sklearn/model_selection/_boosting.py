@@ -278,7 +278,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
         rng = _rng(self.random_state)
         chunks = np.array_split(rng.permutation(n_samples), m + 1)  # before the charge
         X, y, fixed = self._charge(accountant, slot, plan["events"],
-                                   f"{type(self).__name__}(n_models={m})", X, y,
+                                   f"{type(self).__name__}(n_models={m})", X, y, ({},),
                                    parts=[(chunk, chunks[m]) for chunk in chunks[:m]],
                                    privacy=(plan["candidate_epsilon"], plan["delta"]))
         budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],

@@ -773,8 +773,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         _check_release(accountant, events, float(self.epsilon), delta)
         return accountant
 
-    def _charge(self, accountant, slot, events, source, X, y, candidates=({},), parts=(),
-                privacy=None):
+    def _charge(self, accountant, slot, events, source, X, y, candidates, parts, privacy):
         """The fit's one charge, made safely; returns :meth:`_prepare`'s ``(X, y, fixed)``.
 
         ``accountant`` comes from :meth:`_check_budget`: the budget was
@@ -788,7 +787,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         accountant._record(events, source=source)
         return X, y, fixed
 
-    def _prepare(self, slot, X, y, candidates=({},), parts=(), privacy=None):
+    def _prepare(self, slot, X, y, candidates, parts, privacy):
         """Check everything bad input could break, before the charge.
 
         Returns ``(X, y, fixed)``: X and y made indexable, and the parameters
@@ -864,7 +863,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
 
     def _check_public_plans(self, plans, n_samples, privacy, classes):
         """Run the public half of each ``(probe, n_features)``'s fit; show its warnings."""
-        epsilon, delta = privacy or (float(self.epsilon), default_delta(n_samples))
+        epsilon, delta = privacy
         caught = []
         for probe, n_features in plans:
             if probe.get_params().get("norm_bound") == "auto":
