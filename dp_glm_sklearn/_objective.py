@@ -92,18 +92,26 @@ class PublicProblem:
         # built from the public parameters, before training.  A smoothness
         # rounded to 0 (feature_norm ~1e-160) would divide by zero in the
         # step size.
+        # Bounds below 1e-100 (a Huber threshold of 1e-300, a radius of
+        # 1e-200) underflow the output-perturbation constants to 0 instead.
+        threshold = getattr(self.loss, "threshold", None)
+        scales = [self.feature_norm, self.norm_bound,
+                  *([self.y_bound] if self.y_bound > 0 else []),
+                  *([threshold] if threshold is not None else [])]
         try:
             finite = (math.isfinite(self.lipschitz) and 0 < self.smoothness < math.inf
-                      and max(self.feature_norm, self.norm_bound, self.y_bound) <= _MAX_BOUND)
+                      and all(1 / _MAX_BOUND <= s <= _MAX_BOUND for s in scales))
         except OverflowError:
             finite = False
         if not finite:
+            shown = "" if threshold is None else f", threshold={threshold!r}"
             raise ValueError(
-                "The public bounds are too large: the gradient bound or the smoothness "
-                f"derived from feature_norm={self.feature_norm!r}, "
-                f"norm_bound={self.norm_bound!r} and y_bound={self.y_bound!r} is not a "
-                f"finite positive float, or a bound exceeds {_MAX_BOUND:g}. Rescale the data "
-                "so that the bounds are moderate.")
+                "The public bounds are too large or too small: each of "
+                f"feature_norm={self.feature_norm!r}, norm_bound={self.norm_bound!r}, "
+                f"y_bound={self.y_bound!r}{shown} must lie between {1 / _MAX_BOUND:g} and "
+                f"{_MAX_BOUND:g} (y_bound may be 0), and the gradient bound and smoothness "
+                "they give must be finite positive floats. Rescale the data so that the "
+                "bounds are moderate.")
 
     @property
     def fit_intercept(self):

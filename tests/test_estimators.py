@@ -300,6 +300,9 @@ def test_single_class_is_an_error():
     assert "4711" not in str(info.value)  # a label read from y is private: not shown
     with pytest.raises(ValueError, match=r"got 1 class: \['only'\]"):  # a public one is
         DPLogisticRegression(classes=["only"]).fit(X, np.full(30, "only"))
+    # A declared single class is a parameter error whatever y holds.
+    with pytest.raises(ValueError, match=r"got 1 class: \['only'\]"):
+        DPLogisticRegression(classes=["only"]).fit(X, np.full(30, "other"))
 
 
 def test_mixed_type_classes_are_refused_and_array_bounds_accepted():

@@ -258,6 +258,44 @@ def test_certified_minimizer_recovers_from_a_bad_solver(monkeypatch):
     assert np.allclose(op_module.certified_minimizer(obj, l2, accuracy, 0), far)
 
 
+def test_certified_minimizer_restarts_a_solver_breakdown_from_the_centre(monkeypatch):
+    """A non-finite solver point (L-BFGS broke down) was projected to NaN
+    and released as a NaN model; the steps now start from 0 instead."""
+    problem = _problem(HuberLoss(1.0), n=50, d=4, norm_bound=3.0)
+    obj = _objective(problem, scale=2.0)
+    l2, accuracy = 0.3, 1e-4
+    exact, _ = solve_constrained_erm(obj, problem.norm_bound, l2=l2, tol=1e-13)
+    broken = np.full_like(exact, np.nan)
+    monkeypatch.setattr(op_module, "solve_constrained_erm", lambda *a, **k: (broken, 0))
+    steps = op_module.guaranteed_steps(problem, l2, accuracy)
+    assert np.linalg.norm(op_module.certified_minimizer(obj, l2, accuracy, steps) - exact) \
+        <= accuracy / 2
+    np.testing.assert_array_equal(op_module.certified_minimizer(obj, l2, accuracy, 0), 0.0)
+
+
+@pytest.mark.parametrize("make, match", [
+    # A threshold above 1.4e154 overflowed the loss value after the charge.
+    (lambda: DPHuberRegressor(method="output_perturbation", threshold=1e300),
+     "too large or too small"),
+    (lambda: DPHuberRegressor(method="output_perturbation", threshold=1e-300),
+     "too large or too small"),
+    (lambda: DPLinearRegression(method="output_perturbation", norm_bound=1e-200),
+     "too large or too small"),
+    # Certificates below the floats' resolution: the a-priori loop never ended.
+    (lambda: DPHuberRegressor(method="output_perturbation", threshold=1e-30),
+     "gradient steps"),
+    # An infinite default regularization released NaN.
+    (lambda: DPLogisticRegression(method="output_perturbation", feature_norm=1e100,
+                                  norm_bound=1e-100, classes=[0, 1]), "is inf at these"),
+])
+def test_extreme_output_perturbation_settings_are_refused_before_the_charge(make, match):
+    X, y = make_classification(n_samples=100, n_features=4, random_state=0)
+    acc = PrivacyAccountant()
+    with pytest.raises(ValueError, match=match):
+        make().set_params(accountant=acc).fit(X, y)
+    assert acc.history == []
+
+
 def test_a_priori_step_count_contracts_enough():
     """From the worst start (distance 2B), plain projected gradient steps reach e / 2."""
     problem = _problem(SquaredLoss(), n=30, d=3, norm_bound=1.0)

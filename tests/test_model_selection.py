@@ -1248,14 +1248,17 @@ _BAD_GRIDS = {
     # the candidate's fit; the plain estimator refuses these before charging.
     "a bound the estimator refuses": (
         lambda: DPGridSearchCV(_reg(), {"feature_norm": [3.0, 1e101]}), "reg",
-        "public bounds are too large"),
+        "public bounds are too large or too small"),
     "a radius the estimator refuses, drawn": (
         lambda: DPRandomizedSearchCV(_reg(), {"norm_bound": [1e101]}, random_state=0), "reg",
-        "public bounds are too large"),
+        "public bounds are too large or too small"),
     "a bound refused inside norm_bound='auto'": (
         lambda: DPConfidenceBoosting(_reg(norm_bound="auto").set_params(feature_norm=1e101)), "reg",
-        "public bounds are too large"),
+        "public bounds are too large or too small"),
     "n_jobs=0": (lambda: DPGridSearchCV(_reg(), GRID, n_jobs=0), "reg", "'n_jobs' parameter"),
+    # Drawn before the charge, K candidates at a mean of 1e9 never finished.
+    "mean_candidates=1e9": (lambda: DPRandomizedSearchCV(_reg(), GRID, mean_candidates=1e9),
+                            "reg", "'mean_candidates' parameter"),
 }
 
 

@@ -558,7 +558,7 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
             classes = self._declared_classes()
             # The message names the public classes only: echoing the offending
             # labels would release values of the private data.
-            if np.setdiff1d(y, classes).size:
+            if classes.size >= 2 and np.setdiff1d(y, classes).size:  # else: the error below
                 raise ValueError(
                     "y contains labels not in the declared 'classes' parameter "
                     f"{classes.tolist()}; every label must be one of them."
@@ -568,7 +568,7 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
             shown = f": {classes.tolist()}" if self.classes is not None else " (read from y)"
             raise ValueError(
                 "DPLogisticRegression needs at least 2 classes; got "
-                f"{classes.size} class{shown}."
+                f"{classes.size} class{'' if classes.size == 1 else 'es'}{shown}."
             )
         return classes
 

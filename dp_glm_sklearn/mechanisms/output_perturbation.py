@@ -95,11 +95,16 @@ def calibrate_output_perturbation(problem, epsilon, delta, l2=None):
     """
     mu = gdp_mu(epsilon, delta)
     lam = default_l2(problem, mu) if l2 is None else float(l2)
-    if not lam > 0:
-        if mu == math.inf:  # no noise: the regularizer is optional; keep it tiny
-            lam = 0.0
-        else:
-            raise ValueError(f"l2_regularization must be > 0, got {l2!r}.")
+    if not lam > 0 and mu == math.inf:  # no noise: the regularizer is optional
+        lam = 0.0
+    elif not 0 < lam < math.inf:
+        # (An infinite default, at bounds such as feature_norm=1e100 with
+        # norm_bound=1e-100, would release the constant 0.)
+        raise ValueError(
+            f"l2_regularization must be > 0, got {l2!r}." if l2 is not None else
+            f"The default l2_regularization of method='output_perturbation' is {lam} at "
+            "these bounds (far apart scales); pass a finite l2_regularization > 0, or "
+            "rescale the data so that the bounds are moderate.")
     if lam > 0:
         main = 2.0 * problem.lipschitz / (lam * problem.n_samples)
         accuracy = OPTIMIZATION_ACCURACY_RATIO * main
@@ -111,15 +116,32 @@ def calibrate_output_perturbation(problem, epsilon, delta, l2=None):
     else:
         sigma = gaussian_sigma(sensitivity, epsilon, delta)
         event_mu = sensitivity / sigma if sigma > 0 else 0.0
+    max_steps = guaranteed_steps(problem, lam, accuracy)
+    if max_steps > MAX_GUARANTEED_STEPS:
+        # The certificate usually holds after a few steps, but when the
+        # tolerance it needs is below the floats' resolution (a Huber
+        # threshold of 1e-30) only the a-priori bound ends the loop.
+        raise ValueError(
+            f"method='output_perturbation' would need up to {max_steps:.3g} gradient steps "
+            f"(more than {MAX_GUARANTEED_STEPS:.0e}) to certify its solver's accuracy at "
+            f"these bounds (regularization {lam:.3g} against smoothness "
+            f"{problem.smoothness:.3g}: a Huber threshold far below the residuals, or "
+            "l2_regularization too small). Use method='noisy_gd', or a larger threshold "
+            "or l2_regularization.")
     params = {
         "l2": lam,
         "accuracy": accuracy,
         "sensitivity": sensitivity,
-        "max_steps": guaranteed_steps(problem, lam, accuracy),
+        "max_steps": max_steps,
     }
     return Calibration(sigma=float(sigma),
                        events=(GaussianEvent(mu=float(event_mu), label="output_perturbation"),),
                        params=params)
+
+
+#: Above this a-priori step bound, output perturbation is refused before the
+#: charge: so many gradient passes could not finish.
+MAX_GUARANTEED_STEPS = 10**15
 
 
 def guaranteed_steps(problem, l2, accuracy):
@@ -153,6 +175,10 @@ def certified_minimizer(objective, l2, accuracy, max_steps):
     theta, _ = solve_constrained_erm(objective, radius, l2=l2,
                                      tol=tol if tol > 0 else 1e-10)
     theta = project_ball(theta, radius)
+    if not np.all(np.isfinite(theta)):
+        # The solver broke down (L-BFGS at gradients of 1e100); the a-priori
+        # bound holds from any point of the ball, the centre among them.
+        theta = np.zeros_like(theta)
     if not accuracy > 0:
         return theta
     for _ in range(max_steps):

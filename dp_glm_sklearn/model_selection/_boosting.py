@@ -232,7 +232,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
         """Public calibration: each model's budget, the selection's, the event."""
         delta = default_delta(n_samples) if self.delta is None else float(self.delta)
         mu = gdp_mu(float(self.epsilon), delta)
-        candidate_epsilon, mu_candidate = _candidate_privacy(mu, delta)
+        candidate_epsilon, mu_candidate = _candidate_privacy(mu, delta, "each model", None)
         selection_epsilon = gdp_bounded_range_epsilon(mu)
         event = GaussianEvent(
             mu=max(mu_candidate, bounded_range_gdp_mu(selection_epsilon)),

@@ -597,19 +597,21 @@ def _restore_accountant(estimator, slot, accountant):
     return estimator
 
 
-def _candidate_privacy(mu, delta):
+def _candidate_privacy(mu, delta, who="each candidate", remedy="use fewer candidates"):
     """(epsilon, mu) of a candidate trained at GDP budget ``mu`` and ``delta``.
 
     The candidate is given ``epsilon = gdp_epsilon(mu, delta)``; the mu it
     then calibrates to, ``gdp_mu(epsilon, delta)``, is what the search pays.
+    ``who`` and ``remedy`` word the error for the fit concerned.
     """
     if mu == math.inf:
         return math.inf, math.inf
     epsilon = gdp_epsilon(mu, delta)
     if epsilon <= 0.0:
         raise ValueError(
-            f"The budget is too small: each candidate would get mu={mu:.3g}, which is "
-            f"(0, {delta:.3g})-DP already; raise epsilon or use fewer candidates."
+            f"The budget is too small for {who}: its share is mu={mu:.3g}-GDP, which is "
+            f"(0, {delta:.3g})-DP already, so no epsilon > 0 can be given to it. Raise "
+            f"epsilon{', ' + remedy + ',' if remedy else ''} or lower delta if it is large."
         )
     return epsilon, gdp_mu(epsilon, delta)
 
@@ -678,6 +680,11 @@ _PARAMS_SPLIT = """validation_fraction : float in (0, 1), default={validation_fr
         every data set and epsilon, by far the most on small data
         (diabetes, 331 records), where a candidate trained on part of the
         records at a fraction of the budget is very noisy."""
+
+_REFIT_REMEDY = "raise refit_share"
+
+#: The largest mean number of candidates of DPRandomizedSearchCV.
+_MAX_MEAN_CANDIDATES = 1000.0
 
 _PARAMS_RUN = """n_jobs : int, default=None
         Candidates trained in parallel by joblib (``-1``: all cores; 0 is
@@ -946,7 +953,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         return np.asarray(utilities), np.asarray(sensitivities)
 
     def _refit(self, params, slot, X, y, mu, delta, rng, fixed):
-        epsilon, mu_paid = _candidate_privacy(mu, delta)
+        epsilon, mu_paid = _candidate_privacy(mu, delta, "the refit", _REFIT_REMEDY)
         fixed = {**fixed, slot.key("epsilon"): epsilon, slot.key("delta"): delta}
         (est,) = self._fit_all(slot, [params], fixed, X, y, _child_seeds(rng, 1, self.random_state))
         _check_prepaid(est, slot, mu_paid)
@@ -1180,7 +1187,7 @@ class DPGridSearchCV(_BaseDPSearch):
                   f"(epsilon={selection_epsilon:.4g})",
         )]
         if self.refit:
-            _, mu_refit_paid = _candidate_privacy(mu_refit, delta)
+            _, mu_refit_paid = _candidate_privacy(mu_refit, delta, "the refit", _REFIT_REMEDY)
             events.append(GaussianEvent(mu=mu_refit_paid, label="DPGridSearchCV: refit"))
         return dict(delta=delta, mu_search=mu_search, candidate_epsilon=candidate_epsilon,
                     mu_candidate=mu_candidate, selection_epsilon=selection_epsilon,
@@ -1361,8 +1368,10 @@ class DPRandomizedSearchCV(_BaseDPSearch):
 
     {budget}
 
-    mean_candidates : float > 1, default=10.0
-        Expected number of candidates tried.
+    mean_candidates : float in (1, 1000], default=10.0
+        Expected number of candidates tried. Time and memory grow with the
+        number drawn, whose distribution has a long tail: means above 1000
+        are refused.
 
     stopping : {{"logarithmic", "geometric"}}, default="logarithmic"
         Distribution of the number of candidates (truncated negative binomial
@@ -1452,7 +1461,9 @@ class DPRandomizedSearchCV(_BaseDPSearch):
     _parameter_constraints: dict = {
         **_BaseDPSearch._parameter_constraints,
         "param_distributions": [dict, list],
-        "mean_candidates": [Interval(Real, 1, None, closed="neither")],
+        # K's tail is heavy (the logarithmic law's above all): at a mean of
+        # 1e9 the candidates drawn before the charge did not fit in memory.
+        "mean_candidates": [Interval(Real, 1, _MAX_MEAN_CANDIDATES, closed="right")],
         "stopping": [StrOptions({"logarithmic", "geometric"})],
     }
 
@@ -1484,8 +1495,18 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         else:
             epsilon_search, delta_search = epsilon, delta
         mean, stopping = float(self.mean_candidates), self.stopping
-        mu_run = random_stopping_mu(epsilon_search, delta_search, mean, stopping)
-        candidate_epsilon, mu_paid = _candidate_privacy(mu_run, delta_search)
+        try:
+            mu_run = random_stopping_mu(epsilon_search, delta_search, mean, stopping)
+        except ValueError:
+            if not self.refit:
+                raise
+            raise ValueError(  # random_stopping_mu's message would quote epsilon / 2
+                f"epsilon={epsilon!r} is too small: with refit=True the search gets half of "
+                f"it, below what random stopping with mean={mean!r} costs even for runs "
+                "that reveal nothing; raise epsilon, lower mean_candidates, or use "
+                "refit=False.") from None
+        candidate_epsilon, mu_paid = _candidate_privacy(mu_run, delta_search,
+                                                        remedy="lower mean_candidates")
         # The runs' GDP parameter, not an (epsilon, delta) pair: a ledger
         # measured at any delta can price the search, where an
         # ApproxDPEvent(epsilon, delta_search) costs inf below delta_search.
@@ -1496,7 +1517,8 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         mu_refit = None
         if self.refit:
             mu_refit = random_stopping_refit_mu(mu_paid, mean, epsilon, delta, stopping)
-            _, mu_refit_paid = _candidate_privacy(mu_refit, delta / 2.0)
+            _, mu_refit_paid = _candidate_privacy(mu_refit, delta / 2.0, "the refit",
+                                                  "use refit=False")
             events.append(GaussianEvent(mu=mu_refit_paid, label="DPRandomizedSearchCV: refit"))
         return dict(delta=delta, delta_search=delta_search, candidate_epsilon=candidate_epsilon,
                     mu_run=mu_paid, events=events, mu_refit=mu_refit)
