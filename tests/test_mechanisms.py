@@ -367,6 +367,26 @@ def test_jl_clips_rows_the_projection_stretches():
     assert np.linalg.norm(P[0]) * obj.row_scale[0] == pytest.approx(projected.feature_norm)
 
 
+def test_sparse_projection_has_the_achlioptas_law():
+    """Independent entries +-1/sqrt(density k) w.p. density/2 each: checked by
+    counts.  Seeded; each bound is 5 or more standard deviations (false
+    failure below 1e-6 each, by normal approximations)."""
+    k, d = 64, 4000
+    density = 16 / k  # max(1 / sqrt(d), 16 / k)
+    phi = jl_module.draw_projection(k, d, np.random.default_rng(3), sparse=True)
+    assert sp.isspmatrix_csr(phi) and phi.shape == (k, d) and phi.has_sorted_indices
+    phi.sum_duplicates()
+    trials = k * d
+    assert abs(phi.nnz - density * trials) < 6 * np.sqrt(trials * density * (1 - density))
+    np.testing.assert_allclose(np.abs(phi.data), 1 / np.sqrt(density * k))
+    assert abs((phi.data > 0).sum() - phi.nnz / 2) < 6 * np.sqrt(phi.nnz / 4)
+    # E[Phi^T Phi] = I: squared column norms average 1 (sd of the mean 0.0034).
+    assert abs(np.asarray(phi.multiply(phi).sum(axis=0)).mean() - 1) < 0.03
+    # Row counts vary as Binomial(d, density) (sample sd: relative sd 0.089).
+    counts = np.diff(phi.indptr)
+    assert counts.std() == pytest.approx(np.sqrt(d * density * (1 - density)), rel=0.45)
+
+
 # -- epsilon = inf recovers the non-private solution of the same problem --------------
 @pytest.mark.parametrize("kind", list(LOSSES))
 def test_output_perturbation_without_noise_is_the_regularized_minimizer(kind):

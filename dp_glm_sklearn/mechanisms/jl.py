@@ -32,7 +32,7 @@ blocks, so no n x d dense array is formed.
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.random_projection import GaussianRandomProjection, SparseRandomProjection
+from sklearn.random_projection import GaussianRandomProjection
 
 from .._objective import GLMObjective, tame_exponents_and_norms, tamed_block
 from ..privacy.calibration import gdp_mu
@@ -92,21 +92,37 @@ def calibrate_jl(problem, epsilon, delta, max_iter, projection_dim=None):
 
 
 def draw_projection(projection_dim, n_features, rng, sparse):
-    """A random ``k x d`` JL matrix from :mod:`sklearn.random_projection`.
+    """A random ``k x d`` JL matrix.
 
-    Gaussian (``N(0, 1/k)`` entries, dense) or sparse (entries
-    ``+-1 / sqrt(density k)`` with probability ``density``, CSR) with
+    Gaussian (``N(0, 1/k)`` entries, dense, from
+    :class:`sklearn.random_projection.GaussianRandomProjection`) or sparse
+    (Achlioptas / Li et al.: independent entries, ``+-1 / sqrt(density k)``
+    with probability ``density / 2`` each and 0 otherwise, CSR) with
     ``density = max(1 / sqrt(d), 16 / k)`` capped at 1.  Data-independent:
     it depends only on the sizes and on ``rng``.
+
+    The sparse matrix is drawn here row by row (a binomial count, then that
+    many distinct columns), in memory proportional to its non-zeros, about
+    16 d.  scikit-learn's ``SparseRandomProjection`` draws the same law but
+    took 7 GB and 30 s for d = 1e6, k = 890 (1.5 s and 0.45 GB here).
     """
     k, d = int(projection_dim), int(n_features)
     seed = int(rng.integers(np.iinfo(np.int32).max))
-    shape_only = sp.csr_matrix((1, d))  # fit reads nothing but n_features
     if not sparse:
+        shape_only = sp.csr_matrix((1, d))  # fit reads nothing but n_features
         return GaussianRandomProjection(k, random_state=seed).fit(shape_only).components_
     density = min(1.0, max(1.0 / np.sqrt(d), _MIN_NONZEROS_PER_COLUMN / k))
-    proj = SparseRandomProjection(k, density=density, dense_output=False, random_state=seed)
-    return sp.csr_matrix(proj.fit(shape_only).components_)
+    draw = np.random.default_rng(seed)
+    counts = draw.binomial(d, density, size=k)
+    index_type = np.int32 if max(d, counts.sum()) <= np.iinfo(np.int32).max else np.int64
+    indptr = np.zeros(k + 1, dtype=index_type)  # one type: scipy would copy to unify
+    np.cumsum(counts, out=indptr[1:])
+    indices = np.empty(indptr[-1], dtype=index_type)
+    for row, count in enumerate(counts):
+        indices[indptr[row]:indptr[row + 1]] = np.sort(draw.choice(d, count, replace=False))
+    data = draw.integers(0, 2, size=indptr[-1]) * 2.0 - 1.0
+    data /= np.sqrt(density * k)
+    return sp.csr_matrix((data, indices, indptr), shape=(k, d))
 
 
 def project_rows(X, phi, feature_norm):
