@@ -1295,6 +1295,23 @@ def test_unused_option_warnings_raise_before_the_charge_under_warnings_as_errors
     assert acc.history == []
 
 
+@pytest.mark.parametrize("make, match", [
+    # The refit's share was too small; the message said "use fewer candidates".
+    (lambda: DPGridSearchCV(_reg(), GRID, refit=True, refit_share=1e-12),
+     "too small for the refit.*raise refit_share"),
+    (lambda: DPGridSearchCV(_reg(), GRID, epsilon=1e-6),
+     "too small for each candidate.*use fewer candidates"),
+    # The random search quoted epsilon / 2 as the epsilon given.
+    (lambda: DPRandomizedSearchCV(_reg(), GRID, refit=True, epsilon=1e-3),
+     r"epsilon=0\.001 is too small: with refit=True the search gets half"),
+])
+def test_budget_errors_say_which_fit_is_short(reg_data, make, match):
+    acc = PrivacyAccountant()
+    with pytest.raises(ValueError, match=match):
+        make().set_params(accountant=acc, delta=DELTA).fit(*reg_data)
+    assert acc.history == []
+
+
 def test_max_iter_true_is_one_step_and_auto_asks_for_y():
     X = np.random.default_rng(0).normal(size=(40, 2))
     y = (X[:, 0] > 0).astype(int)
