@@ -1301,6 +1301,8 @@ def test_unused_option_warnings_raise_before_the_charge_under_warnings_as_errors
      "too small for the refit.*raise refit_share"),
     (lambda: DPGridSearchCV(_reg(), GRID, epsilon=1e-6),
      "too small for each candidate.*use fewer candidates"),
+    (lambda: _reg(norm_bound="auto", epsilon=1e-6),
+     "too small for each radius norm_bound='auto' tries.*give a fixed norm_bound"),
     # The random search quoted epsilon / 2 as the epsilon given.
     (lambda: DPRandomizedSearchCV(_reg(), GRID, refit=True, epsilon=1e-3),
      r"epsilon=0\.001 is too small: with refit=True the search gets half"),

@@ -1177,7 +1177,8 @@ class DPGridSearchCV(_BaseDPSearch):
         share = float(self.refit_share) if self.refit else 0.0
         mu_search, mu_refit = mu * math.sqrt(1.0 - share), mu * math.sqrt(share)
         candidate_epsilon, mu_candidate = _candidate_privacy(
-            mu_search / math.sqrt(n_candidates), delta)
+            mu_search / math.sqrt(n_candidates), delta,
+            *getattr(self, "_candidate_words", ()))
         selection_epsilon = gdp_bounded_range_epsilon(mu_search)
         mu_event = max(math.sqrt(n_candidates) * mu_candidate,
                        bounded_range_gdp_mu(selection_epsilon))
@@ -1693,9 +1694,8 @@ def fit_auto_norm_bound(estimator, X, y):
     if is_classifier(estimator):
         smoothness, unit = 0.25, 1.0 / x_aug
     else:
-        low, high = estimator._y_interval()
-        y_bound = (high - low) / 2 if estimator.fit_intercept else max(abs(low), abs(high))
-        smoothness, unit = estimator._get_loss().smoothness, y_bound / x_aug
+        loss, y_bound, _ = estimator._public_loss()
+        smoothness, unit = loss.smoothness, y_bound / x_aug
     search = DPGridSearchCV(
         clone(estimator).set_params(norm_bound=1.0, accountant=None,
                                     **_search_defaults(estimator)),
@@ -1708,6 +1708,7 @@ def fit_auto_norm_bound(estimator, X, y):
                                                             smoothness, unit)}
     search._ledger_source = (f"{type(estimator).__name__}(norm_bound='auto', "
                              f"K={len(search.param_grid['norm_bound'])})")
+    search._candidate_words = ("each radius norm_bound='auto' tries", "give a fixed norm_bound")
     search.fit(X, y)
     best = search.best_estimator_
     # A refit replaces every fitted attribute: none of an earlier fit (say
