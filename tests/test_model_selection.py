@@ -1314,6 +1314,26 @@ def test_budget_errors_say_which_fit_is_short(reg_data, make, match):
     assert acc.history == []
 
 
+def test_the_refits_public_plan_is_checked_before_the_charge():
+    # The candidates (200 rows) train with JL, the refit (400 rows, more
+    # budget) with Noisy GD: its unused-option warning came after the
+    # charge, and under warnings-as-errors the budget was spent for nothing.
+    rng = np.random.default_rng(0)
+    n, d = 400, 134
+    X = rng.normal(size=(n, d)) / (3 * np.sqrt(d))
+    y = np.clip(X @ rng.normal(size=d) * 0.1, -1, 1)
+    acc = PrivacyAccountant(epsilon=2.0, delta=DELTA)
+    search = DPGridSearchCV(
+        DPLinearRegression(feature_norm=1, y_bound=1, norm_bound=1, projection_dim=10),
+        {"max_iter": [5, 10]}, epsilon=2.0, delta=DELTA, refit=True, random_state=0,
+        accountant=acc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        with pytest.raises(UserWarning, match="not 'noisy_gd'"):
+            search.fit(X, y)
+    assert acc.history == []
+
+
 def test_max_iter_true_is_one_step_and_auto_asks_for_y():
     X = np.random.default_rng(0).normal(size=(40, 2))
     y = (X[:, 0] > 0).astype(int)

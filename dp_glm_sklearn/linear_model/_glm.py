@@ -509,6 +509,9 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
         """
         try:
             classes = np.asarray(self.classes)
+            if classes.dtype == object and classes.ndim == 1:
+                # An object array (pandas' unique()) holds labels as a list does.
+                classes = np.asarray(classes.tolist())
         except ValueError:  # ragged nested sequences
             classes = None
         if classes is not None and classes.ndim == 1 and classes.dtype.kind == "U" and len(

@@ -280,7 +280,8 @@ class DPConfidenceBoosting(_BaseDPSearch):
         X, y, fixed = self._charge(accountant, slot, plan["events"],
                                    f"{type(self).__name__}(n_models={m})", X, y, ({},),
                                    parts=[(chunk, chunks[m]) for chunk in chunks[:m]],
-                                   privacy=(plan["candidate_epsilon"], plan["delta"]))
+                                   fits=[(size, plan["candidate_epsilon"], plan["delta"])
+                                         for size in sorted({len(c) for c in chunks[:m]})])
         budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
                   slot.key("delta"): plan["delta"]}
         seeds = _child_seeds(rng, m, self.random_state)

@@ -64,6 +64,7 @@ shown anywhere.
 """
 
 import inspect
+import itertools
 import math
 import os
 import warnings
@@ -780,21 +781,22 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         _check_release(accountant, events, float(self.epsilon), delta)
         return accountant
 
-    def _charge(self, accountant, slot, events, source, X, y, candidates, parts, privacy):
+    def _charge(self, accountant, slot, events, source, X, y, candidates, parts, fits):
         """The fit's one charge, made safely; returns :meth:`_prepare`'s ``(X, y, fixed)``.
 
         ``accountant`` comes from :meth:`_check_budget`: the budget was
         checked before any data value was read.  The input is validated here
         (bad input raises and releases nothing), and only then are ``events``
-        spent (the charge checks the budget again, atomically).  ``privacy``
-        is a candidate's ``(epsilon, delta)``.
+        spent (the charge checks the budget again, atomically).  ``fits``
+        lists the public ``(n_samples, epsilon, delta)`` of the fits to come
+        (candidates, chunks, refit).
         """
         self._shown_warnings = set()  # per fit: checks, candidates and refit warn alike
-        X, y, fixed = self._prepare(slot, X, y, candidates, parts, privacy)
+        X, y, fixed = self._prepare(slot, X, y, candidates, parts, fits)
         accountant._record(events, source=source)
         return X, y, fixed
 
-    def _prepare(self, slot, X, y, candidates, parts, privacy):
+    def _prepare(self, slot, X, y, candidates, parts, fits):
         """Check everything bad input could break, before the charge.
 
         Returns ``(X, y, fixed)``: X and y made indexable, and the parameters
@@ -814,9 +816,9 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         so that a step failing there (say, a ``OneHotEncoder`` meeting a
         category absent from its training part) fails before the charge.
         Last, each distinct setting of the DP estimator goes through the
-        public half of its fit (bounds, options and calibration, at the
-        candidates' ``privacy`` on the smallest training part), so that a
-        value it refuses is refused here; the warnings of that half (an
+        public half of its fit (bounds, options and calibration, at each
+        of the ``fits``' sizes and budgets), so that a value it refuses is
+        refused here; the warnings of that half (an
         unused option) are shown here too, where the search shows its
         candidates' warnings, so that under warnings-as-errors they raise
         before the charge.
@@ -864,15 +866,17 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         if reader is not None:
             probe, y_checked = reader
             fixed = {slot.key("classes"): probe._check_targets(y_checked, warn=True)}
-        self._check_public_plans(plans, smallest or num_samples(X), privacy,
-                                 fixed.get(slot.key("classes")))
+        self._check_public_plans(plans, fits, fixed.get(slot.key("classes")))
         return X, y, fixed
 
-    def _check_public_plans(self, plans, n_samples, privacy, classes):
-        """Run the public half of each ``(probe, n_features)``'s fit; show its warnings."""
-        epsilon, delta = privacy
+    def _check_public_plans(self, plans, fits, classes):
+        """Run the public half of each ``(probe, n_features)``'s fits; show their warnings.
+
+        (n_features is counted after preprocessing fitted on all rows; a step
+        fitted on the data can give a training part other counts.)
+        """
         caught = []
-        for probe, n_features in plans:
+        for (probe, n_features), (n_samples, epsilon, delta) in itertools.product(plans, fits):
             if probe.get_params().get("norm_bound") == "auto":
                 # Its own search checks each radius before its charge.
                 probe = clone(probe).set_params(norm_bound=1.0)
@@ -1194,6 +1198,14 @@ class DPGridSearchCV(_BaseDPSearch):
                     mu_candidate=mu_candidate, selection_epsilon=selection_epsilon,
                     events=events, mu_refit=mu_refit)
 
+    def _fits(self, plan, n_train, n_samples):
+        """The public ``(n_samples, epsilon, delta)`` of the candidates and the refit."""
+        fits = [(n_train, plan["candidate_epsilon"], plan["delta"])]
+        if self.refit:
+            epsilon, _ = _candidate_privacy(plan["mu_refit"], plan["delta"])
+            fits.append((n_samples, epsilon, plan["delta"]))
+        return fits
+
     @fit_context(prefer_skip_nested_validation=False)
     @_clones_draw_nothing
     def fit(self, X, y):
@@ -1231,7 +1243,7 @@ class DPGridSearchCV(_BaseDPSearch):
         train, val = self._split(n_samples, rng)  # data-independent: drawn before the charge
         X, y, fixed = self._charge(accountant, slot, plan["events"], source, X, y, candidates,
                                    parts=[(train, val)],
-                                   privacy=(plan["candidate_epsilon"], plan["delta"]))
+                                   fits=self._fits(plan, len(train), n_samples))
         X_tr, y_tr = safe_indexing(X, train), safe_indexing(y, train)
         X_val, y_val = safe_indexing(X, val), safe_indexing(y, val)
         budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
@@ -1524,6 +1536,14 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         return dict(delta=delta, delta_search=delta_search, candidate_epsilon=candidate_epsilon,
                     mu_run=mu_paid, events=events, mu_refit=mu_refit)
 
+    def _fits(self, plan, n_train, n_samples):
+        """The public ``(n_samples, epsilon, delta)`` of the runs and the refit."""
+        fits = [(n_train, plan["candidate_epsilon"], plan["delta_search"])]
+        if self.refit:
+            epsilon, _ = _candidate_privacy(plan["mu_refit"], plan["delta"] / 2.0)
+            fits.append((n_samples, epsilon, plan["delta"] / 2.0))
+        return fits
+
     def _possible_candidates(self, candidates):
         # Every value any list could give, not the draws: which steps were
         # drawn depends on K, which the search keeps secret.
@@ -1577,7 +1597,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         _validate_candidates(self.estimator, candidates, slot)
         X, y, fixed = self._charge(accountant, slot, plan["events"], type(self).__name__, X, y,
                                    candidates, parts=[(train, val)],
-                                   privacy=(plan["candidate_epsilon"], plan["delta_search"]))
+                                   fits=self._fits(plan, len(train), n_samples))
         X_tr, y_tr = safe_indexing(X, train), safe_indexing(y, train)
         X_val, y_val = safe_indexing(X, val), safe_indexing(y, val)
         budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
