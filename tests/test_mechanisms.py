@@ -287,6 +287,9 @@ def test_certified_minimizer_restarts_a_solver_breakdown_from_the_centre(monkeyp
     # An infinite default regularization released NaN.
     (lambda: DPLogisticRegression(method="output_perturbation", feature_norm=1e100,
                                   norm_bound=1e-100, classes=[0, 1]), "is inf at these"),
+    # The default l2's noise term overflowed a Python float (a bare OverflowError).
+    (lambda: DPLinearRegression(method="output_perturbation", feature_norm=1e90,
+                                norm_bound=1e9), "is inf at these"),
 ])
 def test_extreme_output_perturbation_settings_are_refused_before_the_charge(make, match):
     X, y = make_classification(n_samples=100, n_features=4, random_state=0)

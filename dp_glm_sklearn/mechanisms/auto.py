@@ -592,7 +592,10 @@ def _output_perturbation_terms(problem, mu):
     s = _output_noise_scale(problem, mu)
     a = B**2 / 2.0
     # Smooth: E[phi(z + <xi, x>)] - phi(z) <= h E||xi^T x||**2 / 2 <= H K sigma**2 / 2.
-    c = problem.smoothness * K * s**2 / 2.0
+    try:
+        c = problem.smoothness * K * s**2 / 2.0
+    except OverflowError:  # s above 1e154 (feature_norm 1e90, say): an infinite bound
+        c = math.inf
     # Lipschitz: |phi(z + delta) - phi(z)| <= (G_glob / X_aug) ||delta||, and
     # E||xi^T x|| <= sqrt(K) sigma X_aug.
     e = global_lipschitz(problem) * math.sqrt(K) * s
