@@ -878,7 +878,9 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         caught = []
         for (probe, n_features), (n_samples, epsilon, delta) in itertools.product(plans, fits):
             if probe.get_params().get("norm_bound") == "auto":
-                # Its own search checks each radius before its charge.
+                # Checked at radius 1 only: its own search checks the radii of
+                # its grid, but inside this search that comes after our charge
+                # (a bound only the largest radius breaks is refused late).
                 probe = clone(probe).set_params(norm_bound=1.0)
             own = probe._declared_classes() if is_classifier(probe) \
                 and probe.classes is not None else classes
