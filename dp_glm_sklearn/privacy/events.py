@@ -412,7 +412,10 @@ def _compose_with_stopping(mu, others, runs, delta):
         bounds.append(_rdp_bound(mu, others, runs, delta))
         for share in _STOPPING_DELTA_SHARES:
             run_delta = share * delta / len(runs)
-            pairs = [(_rdp_epsilon(0.0, (run,), (), run_delta), run_delta) for run in runs]
+            # one RDP conversion per distinct run: a ledger of many identical
+            # searches would otherwise convert the same run once per search
+            epsilon_of = {run: _rdp_epsilon(0.0, (run,), (), run_delta) for run in set(runs)}
+            pairs = [(epsilon_of[run], run_delta) for run in runs]
             bounds.append(_compose_summary(mu, tuple(sorted(others + tuple(pairs))), (), delta))
     except ImportError:
         pass  # without dp-accounting no bound exists: inf, never an under-count

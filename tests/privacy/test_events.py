@@ -376,3 +376,23 @@ def test_random_stopping_failure_is_reported_and_never_undercounts(monkeypatch):
     monkeypatch.setattr(events_module, "_rdp_epsilon", broken)
     with pytest.warns(RuntimeWarning, match="RDP accountant failed"):
         assert compose([RandomStoppingEvent(0.4, 10.0)], DELTA) == math.inf
+
+
+def test_identical_random_stopping_runs_are_converted_once(monkeypatch):
+    """A long ledger of the same search (the QA case: 200 charges) converted
+    one run per search, so each charge of a finite budget took longer than
+    the last; identical runs share one conversion, and the price is unchanged."""
+    ledger = [RandomStoppingEvent(0.05, 10.0, label="search")] * 60 + [GaussianEvent(0.1)]
+    reference = compose(ledger, DELTA)
+    events_module._compose_summary.cache_clear()
+    calls = []
+    original = events_module._rdp_epsilon
+
+    def counting(*args):
+        calls.append(args)
+        return original(*args)
+
+    monkeypatch.setattr(events_module, "_rdp_epsilon", counting)
+    assert compose(ledger, DELTA) == reference
+    # the RDP bound, then one conversion per split share
+    assert len(calls) == 1 + len(events_module._STOPPING_DELTA_SHARES)
