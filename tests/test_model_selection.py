@@ -1334,6 +1334,22 @@ def test_the_refits_public_plan_is_checked_before_the_charge():
     assert acc.history == []
 
 
+def test_an_auto_candidates_radii_are_checked_before_the_outer_charge():
+    # norm_bound="auto" inside a search was checked at radius 1 only; a bound
+    # that only its grid's largest radius breaks was refused by its own search,
+    # after the outer one had charged epsilon.
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    acc = PrivacyAccountant(epsilon=10.0, delta=1e-5)
+    search = DPGridSearchCV(DPLinearRegression(norm_bound="auto", y_bound=1e99),
+                            {"fit_intercept": [True, False]}, epsilon=2.0, delta=DELTA,
+                            refit=True, random_state=0, accountant=acc)
+    with pytest.raises(ValueError, match="norm_bound=1.43.*e\\+100"):
+        search.fit(X, X.sum(axis=1))
+    assert acc.history == []
+
+
 def test_max_iter_true_is_one_step_and_auto_asks_for_y():
     X = np.random.default_rng(0).normal(size=(40, 2))
     y = (X[:, 0] > 0).astype(int)

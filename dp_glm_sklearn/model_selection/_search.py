@@ -64,7 +64,6 @@ shown anywhere.
 """
 
 import inspect
-import itertools
 import math
 import os
 import warnings
@@ -869,6 +868,14 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         self._check_public_plans(plans, fits, fixed.get(slot.key("classes")))
         return X, y, fixed
 
+    @staticmethod
+    def _fits(plan, n_train, n_samples):
+        """The public ``(n_samples, epsilon, delta)`` of the candidates and the refit."""
+        fits = [(n_train, plan["candidate_epsilon"], plan["candidate_delta"])]
+        if plan["refit_privacy"] is not None:
+            fits.append((n_samples, *plan["refit_privacy"]))
+        return fits
+
     def _check_public_plans(self, plans, fits, classes):
         """Run the public half of each ``(probe, n_features)``'s fits; show their warnings.
 
@@ -876,16 +883,14 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         fitted on the data can give a training part other counts.)
         """
         caught = []
-        for (probe, n_features), (n_samples, epsilon, delta) in itertools.product(plans, fits):
-            if probe.get_params().get("norm_bound") == "auto":
-                # Checked at radius 1 only: its own search checks the radii of
-                # its grid, but inside this search that comes after our charge
-                # (a bound only the largest radius breaks is refused late).
-                probe = clone(probe).set_params(norm_bound=1.0)
+        for probe, n_features in plans:
             own = probe._declared_classes() if is_classifier(probe) \
                 and probe.classes is not None else classes
-            method = probe._check_public_plan(n_samples, n_features, epsilon, delta, own)
-            caught += [(UserWarning, m) for m in probe._unused_options(method, n_features)]
+            for fit_probe, n_samples, epsilon, delta in _public_fits(probe, fits):
+                method = fit_probe._check_public_plan(n_samples, n_features, epsilon, delta,
+                                                      own)
+                caught += [(UserWarning, m)
+                           for m in fit_probe._unused_options(method, n_features)]
         self._show_candidate_warnings(caught)
 
     def _possible_candidates(self, candidates):
@@ -1193,20 +1198,16 @@ class DPGridSearchCV(_BaseDPSearch):
             label=f"DPGridSearchCV: {n_candidates} candidates || selection "
                   f"(epsilon={selection_epsilon:.4g})",
         )]
+        refit_privacy = None
         if self.refit:
-            _, mu_refit_paid = _candidate_privacy(mu_refit, delta, "the refit", _REFIT_REMEDY)
+            refit_epsilon, mu_refit_paid = _candidate_privacy(mu_refit, delta, "the refit",
+                                                              _REFIT_REMEDY)
+            refit_privacy = (refit_epsilon, delta)
             events.append(GaussianEvent(mu=mu_refit_paid, label="DPGridSearchCV: refit"))
         return dict(delta=delta, mu_search=mu_search, candidate_epsilon=candidate_epsilon,
-                    mu_candidate=mu_candidate, selection_epsilon=selection_epsilon,
-                    events=events, mu_refit=mu_refit)
-
-    def _fits(self, plan, n_train, n_samples):
-        """The public ``(n_samples, epsilon, delta)`` of the candidates and the refit."""
-        fits = [(n_train, plan["candidate_epsilon"], plan["delta"])]
-        if self.refit:
-            epsilon, _ = _candidate_privacy(plan["mu_refit"], plan["delta"])
-            fits.append((n_samples, epsilon, plan["delta"]))
-        return fits
+                    candidate_delta=delta, mu_candidate=mu_candidate,
+                    selection_epsilon=selection_epsilon, events=events, mu_refit=mu_refit,
+                    refit_privacy=refit_privacy)
 
     @fit_context(prefer_skip_nested_validation=False)
     @_clones_draw_nothing
@@ -1529,22 +1530,16 @@ class DPRandomizedSearchCV(_BaseDPSearch):
             mu=mu_paid, mean=mean, stopping=stopping,
             label=f"DPRandomizedSearchCV: random stopping ({stopping}, mean {mean:g})",
         )]
-        mu_refit = None
+        mu_refit = refit_privacy = None
         if self.refit:
             mu_refit = random_stopping_refit_mu(mu_paid, mean, epsilon, delta, stopping)
-            _, mu_refit_paid = _candidate_privacy(mu_refit, delta / 2.0, "the refit",
-                                                  "use refit=False")
+            refit_epsilon, mu_refit_paid = _candidate_privacy(mu_refit, delta / 2.0, "the refit",
+                                                              "use refit=False")
+            refit_privacy = (refit_epsilon, delta / 2.0)
             events.append(GaussianEvent(mu=mu_refit_paid, label="DPRandomizedSearchCV: refit"))
         return dict(delta=delta, delta_search=delta_search, candidate_epsilon=candidate_epsilon,
-                    mu_run=mu_paid, events=events, mu_refit=mu_refit)
-
-    def _fits(self, plan, n_train, n_samples):
-        """The public ``(n_samples, epsilon, delta)`` of the runs and the refit."""
-        fits = [(n_train, plan["candidate_epsilon"], plan["delta_search"])]
-        if self.refit:
-            epsilon, _ = _candidate_privacy(plan["mu_refit"], plan["delta"] / 2.0)
-            fits.append((n_samples, epsilon, plan["delta"] / 2.0))
-        return fits
+                    candidate_delta=delta_search, mu_run=mu_paid, events=events,
+                    mu_refit=mu_refit, refit_privacy=refit_privacy)
 
     def _possible_candidates(self, candidates):
         # Every value any list could give, not the draws: which steps were
@@ -1680,6 +1675,51 @@ def auto_norm_bound_grid(n_train, epsilon, smoothness, unit):
 
 
 @_clones_draw_nothing
+def _auto_norm_bound_search(estimator, n_samples, epsilon, delta):
+    """The unfitted :class:`DPGridSearchCV` that ``norm_bound="auto"`` runs
+    on ``n_samples`` records at (epsilon, delta); public, as its grid."""
+    c = estimator._intercept_feature(0)
+    x_aug = math.hypot(float(estimator.feature_norm), c)
+    if is_classifier(estimator):
+        smoothness, unit = 0.25, 1.0 / x_aug
+    else:
+        loss, y_bound, _ = estimator._public_loss()
+        smoothness, unit = loss.smoothness, y_bound / x_aug
+    search = DPGridSearchCV(
+        clone(estimator).set_params(norm_bound=1.0, accountant=None,
+                                    **_search_defaults(estimator)),
+        {"norm_bound": None},  # set below, once the split size is known
+        epsilon=epsilon, delta=delta, refit=True, random_state=estimator.random_state,
+        accountant=estimator._accountant(),
+    )
+    n_train = n_samples - int(round(search.validation_fraction * n_samples))
+    search.param_grid = {"norm_bound": auto_norm_bound_grid(max(n_train, 1), epsilon,
+                                                            smoothness, unit)}
+    search._ledger_source = (f"{type(estimator).__name__}(norm_bound='auto', "
+                             f"K={len(search.param_grid['norm_bound'])})")
+    search._candidate_words = ("each radius norm_bound='auto' tries", "give a fixed norm_bound")
+    return search
+
+
+def _public_fits(probe, fits):
+    """``(estimator, n_samples, epsilon, delta)`` of each fit ``probe`` will run,
+    one per entry of ``fits``; a ``norm_bound="auto"`` probe runs its own
+    search, whose candidates and refit are listed at each radius of its grid
+    (its budget split is checked too: it raises as that search would)."""
+    for n_samples, epsilon, delta in fits:
+        if probe.get_params().get("norm_bound") != "auto":
+            yield probe, n_samples, epsilon, delta
+            continue
+        inner = _auto_norm_bound_search(probe, n_samples, epsilon, delta)
+        radii = inner.param_grid["norm_bound"]
+        n_train = n_samples - inner._validation_size(n_samples)
+        inner_fits = inner._fits(inner._plan(len(radii), n_samples), n_train, n_samples)
+        for radius in radii:
+            at_radius = clone(inner.estimator).set_params(norm_bound=radius)
+            for inner_fit in inner_fits:
+                yield at_radius, *inner_fit
+
+
 def fit_auto_norm_bound(estimator, X, y):
     """``fit`` of a DP GLM with ``norm_bound="auto"``: called by its template.
 
@@ -1710,27 +1750,7 @@ def fit_auto_norm_bound(estimator, X, y):
             f"choose the radius with); got n_samples={n_samples}."
         )
     epsilon, delta = estimator._target_privacy(n_samples)
-    feature_norm = float(estimator.feature_norm)
-    c = estimator._intercept_feature(0)
-    x_aug = math.hypot(feature_norm, c)
-    if is_classifier(estimator):
-        smoothness, unit = 0.25, 1.0 / x_aug
-    else:
-        loss, y_bound, _ = estimator._public_loss()
-        smoothness, unit = loss.smoothness, y_bound / x_aug
-    search = DPGridSearchCV(
-        clone(estimator).set_params(norm_bound=1.0, accountant=None,
-                                    **_search_defaults(estimator)),
-        {"norm_bound": None},  # set below, once the split size is known
-        epsilon=epsilon, delta=delta, refit=True, random_state=estimator.random_state,
-        accountant=estimator._accountant(),
-    )
-    n_train = n_samples - int(round(search.validation_fraction * n_samples))
-    search.param_grid = {"norm_bound": auto_norm_bound_grid(max(n_train, 1), epsilon,
-                                                            smoothness, unit)}
-    search._ledger_source = (f"{type(estimator).__name__}(norm_bound='auto', "
-                             f"K={len(search.param_grid['norm_bound'])})")
-    search._candidate_words = ("each radius norm_bound='auto' tries", "give a fixed norm_bound")
+    search = _auto_norm_bound_search(estimator, n_samples, epsilon, delta)
     search.fit(X, y)
     best = search.best_estimator_
     # A refit replaces every fitted attribute: none of an earlier fit (say
