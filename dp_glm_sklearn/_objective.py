@@ -502,18 +502,6 @@ class GLMObjective:
 
         return sum(self._map_blocks(work)) / self.problem.n_samples
 
-    def per_sample_loss(self, theta):
-        """Loss of each sample (used by private selection, after clipping)."""
-        out = np.empty(self.problem.n_samples)
-
-        def work(blocks):
-            for rows in blocks:
-                Xb, sb = self._block(rows)
-                out[rows] = self.problem.loss.value(self._scores(Xb, sb, theta), self.y[rows])
-
-        self._map_blocks(work)
-        return out
-
 
 # -- threads --------------------------------------------------------------------
 _LOCK = threading.Lock()

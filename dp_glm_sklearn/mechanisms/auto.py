@@ -362,8 +362,12 @@ def momentum_phase_bound(problem, steps, distance, sigma2):
     gap = _initial_gap_bound(problem, r)
     p = _n_params(problem)
     q = s + 2.0
-    squares = q * (q + 1.0) * (2.0 * q + 1.0) / 6.0 - 5.0  # sum_{j=3}^{s+2} j**2
-    return float((3.0 * gap + 2.0 * H * r**2) / q**2 + p * sigma2 / H * squares / q**2)
+    return float((3.0 * gap + 2.0 * H * r**2) / q**2 + p * sigma2 / H * _squares_3_to(q) / q**2)
+
+
+def _squares_3_to(q):
+    """``sum_{j=3}^{q} j**2`` for a whole float ``q >= 2``."""
+    return q * (q + 1.0) * (2.0 * q + 1.0) / 6.0 - 5.0
 
 
 def _initial_gap_bound(problem, distance):
@@ -422,10 +426,8 @@ def _accelerated_bound(problem, T, K, r, sigma2):
             total += a_K + (s - K) * p * sigma2 / (2.0 * H)
     bound = total / m
     if K <= t0:
-        q = K + 2.0
-        squares = q * (q + 1.0) * (2.0 * q + 1.0) / 6.0 - 5.0  # sum_{j=3}^{K+2} j**2
         z_K = r**2 + 1.5 * _initial_gap_bound(problem, r) / H + p * sigma2 / H**2 * (
-            squares / 2.0)
+            _squares_3_to(K + 2.0) / 2.0)
         d_t0 = min((R + r) ** 2, z_K + 2.0 * (t0 - K) * p * sigma2 / H**2)
         bound = min(bound, H * d_t0 / (2.0 * m) + p * sigma2 / H)
     return float(bound)

@@ -30,6 +30,8 @@ n x k (dense, or sparse while it is less than half full) and is built by row
 blocks, so no n x d dense array is formed.
 """
 
+from dataclasses import replace
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.random_projection import GaussianRandomProjection
@@ -86,9 +88,8 @@ def calibrate_jl(problem, epsilon, delta, max_iter, projection_dim=None):
         projected, alpha = jl_problem(problem, k), jl_distortion(problem.n_samples, k)
     inner = calibrate_noisy_gd(projected, epsilon, delta, max_iter)
     (event,) = inner.events
-    event = type(event)(mu=event.mu, label="jl")
     params = dict(inner.params, projection_dim=k, alpha=alpha, problem=projected)
-    return Calibration(sigma=inner.sigma, events=(event,), params=params)
+    return Calibration(sigma=inner.sigma, events=(replace(event, label="jl"),), params=params)
 
 
 def draw_projection(projection_dim, n_features, rng, sparse):

@@ -76,6 +76,10 @@ __all__ = [
     "output_perturbation",
 ]
 
+#: Above this a-priori step bound, output perturbation is refused before the
+#: charge: so many gradient passes could not finish.
+MAX_GUARANTEED_STEPS = 10**15
+
 
 def calibrate_output_perturbation(problem, epsilon, delta, l2=None):
     """Noise for output perturbation on ``problem`` at (epsilon, delta); reads no data.
@@ -137,11 +141,6 @@ def calibrate_output_perturbation(problem, epsilon, delta, l2=None):
     return Calibration(sigma=float(sigma),
                        events=(GaussianEvent(mu=float(event_mu), label="output_perturbation"),),
                        params=params)
-
-
-#: Above this a-priori step bound, output perturbation is refused before the
-#: charge: so many gradient passes could not finish.
-MAX_GUARANTEED_STEPS = 10**15
 
 
 def guaranteed_steps(problem, l2, accuracy):

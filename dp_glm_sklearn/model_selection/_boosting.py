@@ -43,7 +43,7 @@ import numpy as np
 from .._base import _clones_draw_nothing, _n_samples, _rng, default_delta
 from .._sklearn_compat import Interval, fit_context, safe_indexing
 from ..privacy.calibration import gdp_mu
-from ..privacy.events import GaussianEvent, compose
+from ..privacy.events import GaussianEvent
 from ..privacy.selection import (
     bounded_range_gdp_mu,
     exponential_mechanism,
@@ -52,7 +52,6 @@ from ..privacy.selection import (
 from ._search import (
     _BaseDPSearch,
     _candidate_privacy,
-    _check_prepaid,
     _child_seeds,
     _find_dp_slot,
     _restore_accountant,
@@ -239,8 +238,9 @@ class DPConfidenceBoosting(_BaseDPSearch):
             label=f"DPConfidenceBoosting: {self.n_models} models on disjoint chunks || "
                   f"selection (epsilon={selection_epsilon:.4g})",
         )
-        return dict(delta=delta, candidate_epsilon=candidate_epsilon, mu_candidate=mu_candidate,
-                    selection_epsilon=selection_epsilon, events=[event])
+        return dict(delta=delta, candidate_epsilon=candidate_epsilon, candidate_delta=delta,
+                    mu_candidate=mu_candidate, selection_epsilon=selection_epsilon,
+                    events=[event])
 
     @fit_context(prefer_skip_nested_validation=False)
     @_clones_draw_nothing
@@ -282,15 +282,11 @@ class DPConfidenceBoosting(_BaseDPSearch):
                                    parts=[(chunk, chunks[m]) for chunk in chunks[:m]],
                                    fits=[(size, plan["candidate_epsilon"], plan["delta"])
                                          for size in sorted({len(c) for c in chunks[:m]})])
-        budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
-                  slot.key("delta"): plan["delta"]}
         seeds = _child_seeds(rng, m, self.random_state)
-        fitted = self._fit_jobs(slot, [
-            ({}, budget, safe_indexing(X, chunk), safe_indexing(y, chunk), seed)
+        fitted = self._fit_candidates(slot, plan, fixed, [
+            ({}, safe_indexing(X, chunk), safe_indexing(y, chunk), seed)
             for chunk, seed in zip(chunks[:m], seeds, strict=True)
         ])
-        for est in fitted:
-            _check_prepaid(est, slot, plan["mu_candidate"])
 
         X_val, y_val = safe_indexing(X, chunks[m]), safe_indexing(y, chunks[m])
         utilities, sensitivities = self._validation_utilities(fitted, slot, X_val, y_val)
@@ -304,8 +300,6 @@ class DPConfidenceBoosting(_BaseDPSearch):
         del fitted
         self.chunk_sizes_ = np.array([len(chunk) for chunk in chunks])
         self.score_sensitivity_ = float(sensitivities.max())
-        self.candidate_privacy_ = (float(plan["candidate_epsilon"]), plan["delta"])
         self.selection_epsilon_ = float(plan["selection_epsilon"])
-        self.privacy_events_ = list(plan["events"])
-        self.privacy_spent_ = (float(compose(self.privacy_events_, plan["delta"])), plan["delta"])
+        self._set_privacy(plan)
         return self

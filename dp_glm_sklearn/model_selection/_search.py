@@ -109,7 +109,7 @@ from ..privacy.accountant import (
     _check_release,
     _DefaultAccountantMixin,
 )
-from ..privacy.calibration import gdp_epsilon, gdp_mu
+from ..privacy.calibration import gdp_epsilon, gdp_mu, gdp_sigma
 from ..privacy.events import GaussianEvent, RandomStoppingEvent, compose, total_mu
 from ..privacy.noise import add_gaussian_noise
 from ..privacy.selection import (
@@ -868,14 +868,6 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         self._check_public_plans(plans, fits, fixed.get(slot.key("classes")))
         return X, y, fixed
 
-    @staticmethod
-    def _fits(plan, n_train, n_samples):
-        """The public ``(n_samples, epsilon, delta)`` of the candidates and the refit."""
-        fits = [(n_train, plan["candidate_epsilon"], plan["candidate_delta"])]
-        if plan["refit_privacy"] is not None:
-            fits.append((n_samples, *plan["refit_privacy"]))
-        return fits
-
     def _check_public_plans(self, plans, fits, classes):
         """Run the public half of each ``(probe, n_features)``'s fits; show their warnings.
 
@@ -963,12 +955,35 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             sensitivities.append(bound / n_val)
         return np.asarray(utilities), np.asarray(sensitivities)
 
-    def _refit(self, params, slot, X, y, mu, delta, rng, fixed):
-        epsilon, mu_paid = _candidate_privacy(mu, delta, "the refit", _REFIT_REMEDY)
-        fixed = {**fixed, slot.key("epsilon"): epsilon, slot.key("delta"): delta}
+    def _fits(self, plan, n_train, n_samples):
+        """The public ``(n_samples, epsilon, delta)`` of the candidates and the refit."""
+        fits = [(n_train, plan["candidate_epsilon"], plan["candidate_delta"])]
+        if self.refit:
+            fits.append((n_samples, plan["refit_epsilon"], plan["refit_delta"]))
+        return fits
+
+    def _fit_candidates(self, slot, plan, fixed, jobs):
+        """Fit each ``(params, X, y, seed)`` at the plan's candidate budget, pre-paid."""
+        budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
+                  slot.key("delta"): plan["candidate_delta"]}
+        fitted = self._fit_jobs(slot, [(params, budget, X, y, seed)
+                                       for params, X, y, seed in jobs])
+        for est in fitted:
+            _check_prepaid(est, slot, plan["mu_candidate"])
+        return fitted
+
+    def _refit(self, params, slot, X, y, plan, rng, fixed):
+        fixed = {**fixed, slot.key("epsilon"): plan["refit_epsilon"],
+                 slot.key("delta"): plan["refit_delta"]}
         (est,) = self._fit_all(slot, [params], fixed, X, y, _child_seeds(rng, 1, self.random_state))
-        _check_prepaid(est, slot, mu_paid)
+        _check_prepaid(est, slot, plan["mu_refit"])
         return est
+
+    def _set_privacy(self, plan):
+        """``candidate_privacy_``, ``privacy_events_`` and ``privacy_spent_`` from the plan."""
+        self.candidate_privacy_ = (float(plan["candidate_epsilon"]), plan["candidate_delta"])
+        self.privacy_events_ = list(plan["events"])
+        self.privacy_spent_ = (float(compose(self.privacy_events_, plan["delta"])), plan["delta"])
 
     def _set_results(self, candidates, best, sensitivities):
         """``cv_results_`` with public content only."""
@@ -1158,6 +1173,11 @@ class DPGridSearchCV(_BaseDPSearch):
     False
     """
 
+    # Set by fit_auto_norm_bound on the search it runs: the wording of the
+    # "budget too small" error and the source of its ledger entry.
+    _candidate_words = ()
+    _ledger_source = None
+
     _parameter_constraints: dict = {
         **_BaseDPSearch._parameter_constraints,
         "param_grid": [dict, list],
@@ -1188,8 +1208,7 @@ class DPGridSearchCV(_BaseDPSearch):
         share = float(self.refit_share) if self.refit else 0.0
         mu_search, mu_refit = mu * math.sqrt(1.0 - share), mu * math.sqrt(share)
         candidate_epsilon, mu_candidate = _candidate_privacy(
-            mu_search / math.sqrt(n_candidates), delta,
-            *getattr(self, "_candidate_words", ()))
+            mu_search / math.sqrt(n_candidates), delta, *self._candidate_words)
         selection_epsilon = gdp_bounded_range_epsilon(mu_search)
         mu_event = max(math.sqrt(n_candidates) * mu_candidate,
                        bounded_range_gdp_mu(selection_epsilon))
@@ -1198,16 +1217,14 @@ class DPGridSearchCV(_BaseDPSearch):
             label=f"DPGridSearchCV: {n_candidates} candidates || selection "
                   f"(epsilon={selection_epsilon:.4g})",
         )]
-        refit_privacy = None
+        plan = dict(delta=delta, candidate_epsilon=candidate_epsilon, candidate_delta=delta,
+                    mu_candidate=mu_candidate, selection_epsilon=selection_epsilon, events=events)
         if self.refit:
             refit_epsilon, mu_refit_paid = _candidate_privacy(mu_refit, delta, "the refit",
                                                               _REFIT_REMEDY)
-            refit_privacy = (refit_epsilon, delta)
             events.append(GaussianEvent(mu=mu_refit_paid, label="DPGridSearchCV: refit"))
-        return dict(delta=delta, mu_search=mu_search, candidate_epsilon=candidate_epsilon,
-                    candidate_delta=delta, mu_candidate=mu_candidate,
-                    selection_epsilon=selection_epsilon, events=events, mu_refit=mu_refit,
-                    refit_privacy=refit_privacy)
+            plan.update(refit_epsilon=refit_epsilon, refit_delta=delta, mu_refit=mu_refit_paid)
+        return plan
 
     @fit_context(prefer_skip_nested_validation=False)
     @_clones_draw_nothing
@@ -1240,7 +1257,7 @@ class DPGridSearchCV(_BaseDPSearch):
         n_samples = _n_samples(X, type(self).__name__)
         self._validation_size(n_samples)
         plan = self._plan(len(candidates), n_samples)
-        source = getattr(self, "_ledger_source", f"{type(self).__name__}(K={len(candidates)})")
+        source = self._ledger_source or f"{type(self).__name__}(K={len(candidates)})"
         accountant = self._check_budget(slot, plan["events"], plan["delta"])
         rng = _rng(self.random_state)
         train, val = self._split(n_samples, rng)  # data-independent: drawn before the charge
@@ -1249,12 +1266,9 @@ class DPGridSearchCV(_BaseDPSearch):
                                    fits=self._fits(plan, len(train), n_samples))
         X_tr, y_tr = safe_indexing(X, train), safe_indexing(y, train)
         X_val, y_val = safe_indexing(X, val), safe_indexing(y, val)
-        budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
-                  slot.key("delta"): plan["delta"]}
-        fitted = self._fit_all(slot, candidates, budget, X_tr, y_tr,
-                               _child_seeds(rng, len(candidates), self.random_state))
-        for est in fitted:
-            _check_prepaid(est, slot, plan["mu_candidate"])
+        seeds = _child_seeds(rng, len(candidates), self.random_state)
+        fitted = self._fit_candidates(slot, plan, fixed, [
+            (params, X_tr, y_tr, seed) for params, seed in zip(candidates, seeds, strict=True)])
 
         utilities, sensitivities = self._validation_utilities(fitted, slot, X_val, y_val)
         best = self._select(utilities, sensitivities, plan["selection_epsilon"], rng)
@@ -1262,16 +1276,13 @@ class DPGridSearchCV(_BaseDPSearch):
 
         best_estimator = fitted[best]
         if self.refit:
-            best_estimator = self._refit(candidates[best], slot, X, y, plan["mu_refit"],
-                                         plan["delta"], rng, fixed)
+            best_estimator = self._refit(candidates[best], slot, X, y, plan, rng, fixed)
         self.best_index_ = int(best)
         self.best_params_ = dict(candidates[best])
         self.best_estimator_ = _restore_accountant(best_estimator, slot, self.accountant)
         self._set_results(candidates, best, sensitivities)
-        self.candidate_privacy_ = (float(plan["candidate_epsilon"]), plan["delta"])
         self.selection_epsilon_ = float(plan["selection_epsilon"])
-        self.privacy_events_ = list(plan["events"])
-        self.privacy_spent_ = (float(compose(self.privacy_events_, plan["delta"])), plan["delta"])
+        self._set_privacy(plan)
         return self
 
     def _select(self, utilities, sensitivities, epsilon, rng):
@@ -1530,16 +1541,16 @@ class DPRandomizedSearchCV(_BaseDPSearch):
             mu=mu_paid, mean=mean, stopping=stopping,
             label=f"DPRandomizedSearchCV: random stopping ({stopping}, mean {mean:g})",
         )]
-        mu_refit = refit_privacy = None
+        plan = dict(delta=delta, candidate_epsilon=candidate_epsilon,
+                    candidate_delta=delta_search, mu_candidate=mu_paid, events=events)
         if self.refit:
             mu_refit = random_stopping_refit_mu(mu_paid, mean, epsilon, delta, stopping)
             refit_epsilon, mu_refit_paid = _candidate_privacy(mu_refit, delta / 2.0, "the refit",
                                                               "use refit=False")
-            refit_privacy = (refit_epsilon, delta / 2.0)
             events.append(GaussianEvent(mu=mu_refit_paid, label="DPRandomizedSearchCV: refit"))
-        return dict(delta=delta, delta_search=delta_search, candidate_epsilon=candidate_epsilon,
-                    candidate_delta=delta_search, mu_run=mu_paid, events=events,
-                    mu_refit=mu_refit, refit_privacy=refit_privacy)
+            plan.update(refit_epsilon=refit_epsilon, refit_delta=delta / 2.0,
+                        mu_refit=mu_refit_paid)
+        return plan
 
     def _possible_candidates(self, candidates):
         # Every value any list could give, not the draws: which steps were
@@ -1597,32 +1608,25 @@ class DPRandomizedSearchCV(_BaseDPSearch):
                                    fits=self._fits(plan, len(train), n_samples))
         X_tr, y_tr = safe_indexing(X, train), safe_indexing(y, train)
         X_val, y_val = safe_indexing(X, val), safe_indexing(y, val)
-        budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
-                  slot.key("delta"): plan["delta_search"]}
-        fitted = self._fit_all(slot, candidates, budget, X_tr, y_tr,
-                               _child_seeds(rng, count, self.random_state))
-        for est in fitted:
-            _check_prepaid(est, slot, plan["mu_run"])
+        seeds = _child_seeds(rng, count, self.random_state)
+        fitted = self._fit_candidates(slot, plan, fixed, [
+            (params, X_tr, y_tr, seed) for params, seed in zip(candidates, seeds, strict=True)])
 
         utilities, sensitivities = self._validation_utilities(fitted, slot, X_val, y_val)
-        mu_run = plan["mu_run"]
-        noisy = [add_gaussian_noise(u, 0.0 if mu_run == math.inf else d / mu_run, rng)
+        noisy = [add_gaussian_noise(u, gdp_sigma(d, plan["mu_candidate"]), rng)
                  for u, d in zip(utilities, sensitivities, strict=True)]
         best = int(np.argmax(noisy))
         del utilities, noisy
 
         best_estimator = fitted[best]
         if self.refit:
-            best_estimator = self._refit(candidates[best], slot, X, y, plan["mu_refit"],
-                                         plan["delta"] / 2.0, rng, fixed)
+            best_estimator = self._refit(candidates[best], slot, X, y, plan, rng, fixed)
         self.best_index_ = 0
         self.best_params_ = dict(candidates[best])
         self.best_estimator_ = _restore_accountant(best_estimator, slot, self.accountant)
         self._set_results([candidates[best]], 0, sensitivities[best:best + 1])
         del candidates, fitted
-        self.candidate_privacy_ = (float(plan["candidate_epsilon"]), plan["delta_search"])
-        self.privacy_events_ = list(plan["events"])
-        self.privacy_spent_ = (float(compose(self.privacy_events_, plan["delta"])), plan["delta"])
+        self._set_privacy(plan)
         return self
 
 

@@ -31,6 +31,7 @@ __all__ = [
     "gdp_delta",
     "gdp_epsilon",
     "gdp_mu",
+    "gdp_sigma",
     "papers_sigma",
 ]
 
@@ -307,7 +308,16 @@ def gaussian_sigma(sensitivity, epsilon, delta, n_compositions=1):
     sensitivity, epsilon, delta, n_compositions = _check_calibration_args(
         sensitivity, epsilon, delta, n_compositions
     )
-    mu = gdp_mu(epsilon, delta)
+    return gdp_sigma(sensitivity, gdp_mu(epsilon, delta), n_compositions)
+
+
+def gdp_sigma(sensitivity, mu, n_compositions=1):
+    """Noise scale making ``n_compositions`` releases of ``sensitivity`` together mu-GDP.
+
+    ``sigma = sqrt(T) * sensitivity / mu``; 0 when ``mu = inf`` or
+    ``sensitivity = 0``.  :func:`gaussian_sigma` is this at
+    ``mu = gdp_mu(epsilon, delta)``.
+    """
     if mu == _INF or sensitivity == 0.0:
         return 0.0
     return math.sqrt(n_compositions) * sensitivity / mu
