@@ -378,6 +378,11 @@ def test_a_refusal_explains_a_release_asked_for_at_a_larger_delta(data, kind):
     with pytest.raises(BudgetExceededError) as info:  # over budget at the same delta
         make(acc, 1e-6).fit(X, y)
     assert "Note" not in str(info.value)
+    # epsilon=inf costs inf at any delta: no note that it would cost "exactly inf".
+    with pytest.raises(BudgetExceededError) as info:
+        make(PrivacyAccountant(epsilon=10.0, delta=1e-6), None).set_params(
+            epsilon=np.inf).fit(X, y)
+    assert "Note" not in str(info.value)
     # An accountant at delta=0 admits no Gaussian release at all: its own
     # hint says so, and none suggests passing delta=0.
     with pytest.raises(BudgetExceededError) as info:

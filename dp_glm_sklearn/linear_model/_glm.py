@@ -36,7 +36,8 @@ _PARAMS_HEAD = """epsilon : float in (0, inf], default=1.0
 
 _PARAMS_BODY = """norm_bound : float > 0 or "auto", default={norm_bound}
         Public radius B of the constraint ball ``||w|| <= B`` on the
-        coefficients (intercept included, in the scaled units of SPEC 1). The
+        coefficients (an intercept b counts as ``b / c``: it is the coefficient
+        of a constant feature ``c = feature_norm / 2`` appended to each row). The
         sensitivity of the mechanisms grows with B for the squared loss; the
         solution cannot be larger than B. {norm_bound_note} ``"auto"`` chooses
         B privately within the same (epsilon, delta): the paper's private grid
@@ -73,8 +74,10 @@ _PARAMS_BODY = """norm_bound : float > 0 or "auto", default={norm_bound}
           1.25x of the best of the three methods at 98% of the points (never
           worse than 1.52x; always ``"noisy_gd"``: 77%, up to 16x); on designs
           whose signal spreads over 20 or 50 directions, 83% and 77% (always
-          ``"noisy_gd"``: 85% and 90%), up to 3-6x worse for the squared
-          loss with d >= 1000, where ``"noisy_gd"`` is the better choice.
+          ``"noisy_gd"``: 85% and 90%); the worst points are 2.7x (rank 20)
+          and 6.3x (rank 50) worse for the squared loss with d >= 1000, where
+          ``"noisy_gd"`` is the better choice, and 8.7x for the Huber loss
+          at rank 50, n = 1e5, d = 100, where output perturbation is.
         - ``"noisy_gd"``: noisy projected gradient descent with averaged
           iterates (Algorithm 1); best in low dimension.
         - ``"jl"``: a random projection of the rows to ``projection_dim``
@@ -342,8 +345,9 @@ class DPHuberRegressor(_DPRegressorBase):
         ``HuberRegressor.epsilon`` it is not relative to an estimated scale
         (estimating the scale would need privacy budget), hence a default in
         the units of the public ``y_bound``. The noise is proportional to M
-        (the gradient bound is ``M * X``), not to ``norm_bound * X + Y`` as
-        for least squares, which is why this estimator is often the better
+        (the gradient bound is ``min(M, B X_aug + Y) X_aug``, at most ``M
+        X_aug``, with ``X_aug`` the norm of a row with its intercept feature),
+        not to ``B X_aug + Y`` as for least squares, which is why this estimator is often the better
         choice for bounded regression targets.
 
     {params_body}

@@ -52,7 +52,7 @@ projection when k >= d, the squared loss projecting to
 :data:`SQUARED_LOSS_PROJECTION_FACTOR` times Theorem 2's k):
 
 - rank 5: this rule 98% within 1.25x, worst 1.52; the earlier rule 25%,
-  worst 27.4; always Noisy GD 77%, worst 16.0;
+  worst 27.4; always Noisy GD 77%, worst 16.2;
 - rank 20: 83%, worst 2.7; 44%, worst 12.2; 85%, worst 2.8;
 - rank 50: 77%, worst 8.7; 58%, worst 11.1; 90%, worst 8.7
 

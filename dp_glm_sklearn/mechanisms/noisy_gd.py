@@ -24,7 +24,7 @@ def default_max_iter(n_samples, mu):
     ``mu`` is the GDP parameter of the target (epsilon, delta). More steps
     reduce the optimization error but each step gets noise growing like
     ``sqrt(T)``; on the benchmark (``benchmarks/tune_max_iter.py``, diabetes
-    and breast_cancer at epsilon 0.1..10) the best T grew like ``n * mu / 10``.
+    and breast_cancer at epsilon 0.3..10) the best T grew like ``n * mu / 10``.
 
     The cap is a compute budget, ``cap(n) = clip(5e6 / n, 50, 100)``: 100
     steps up to n = 50,000, then about 5 million per-example gradients in

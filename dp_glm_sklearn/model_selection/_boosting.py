@@ -1,4 +1,4 @@
-"""Confidence boosting (Arora et al. 2022, Appendix E of seed 001).
+"""Confidence boosting (Arora et al. 2022, Appendix E).
 
 Train the same DP estimator on ``m`` disjoint chunks of the data and keep the
 model that a private selection on one more, held-out chunk finds best.  A

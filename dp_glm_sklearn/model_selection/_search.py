@@ -1083,8 +1083,8 @@ class DPGridSearchCV(_BaseDPSearch):
     cross-validation reuses every record k times and reports raw scores.
     Here each candidate of the grid is trained once, on a training part of
     the data, by a DP estimator whose budget the search sets, and one
-    candidate is chosen privately on the held-out validation part (SPEC
-    sections 5 and 6; Arora et al. 2022, Algorithm 4). The whole ``fit`` is
+    candidate is chosen privately on the held-out validation part (Arora
+    et al. 2022, Algorithm 4). The whole ``fit`` is
     (epsilon, delta)-DP and charges the accountant once.
 
     Parameters
@@ -1378,7 +1378,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
     ``mean_candidates``), trains each on the training part and scores it on
     the validation part with Gaussian noise, and keeps only the candidate
     with the best noisy score (Papernot and Steinke 2022; Liu and Talwar
-    2019; SPEC section 6). Its privacy cost hardly depends on how many
+    2019). Its privacy cost hardly depends on how many
     candidates are tried: each run gets a budget a few times smaller than
     the total, where a grid of K candidates divides it by ``sqrt(K)``.
 
@@ -1641,7 +1641,7 @@ def auto_norm_bound_grid(n_train, epsilon, smoothness, unit):
     """Radii of the private grid search over ``norm_bound`` (public quantities only).
 
     In the paper's normalization (rows of norm 1, loss at zero at most 1)
-    Algorithm 4 tries ``B_j = 2^j`` and Theorem 8 (Appendix D.3 of seed 001)
+    Algorithm 4 tries ``B_j = 2^j`` and Theorem 8 (Appendix D.3 of Arora et al. 2022)
     takes ``K = log max(sqrt(n / H), (n eps)^(2/3) / sqrt(H))`` radii: beyond
     ``2^K`` the excess-risk bound of a candidate exceeds that of the zero
     model.  Here ``K = ceil(log2(...))`` (at least 2), with n the size of the

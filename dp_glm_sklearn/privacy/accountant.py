@@ -461,7 +461,7 @@ def _check_release(accountant, events, epsilon, delta):
     try:
         return accountant.check(events)
     except BudgetExceededError as exc:
-        if not delta > accountant.delta > 0.0:
+        if not (math.isfinite(epsilon) and delta > accountant.delta > 0.0):
             raise
         error = BudgetExceededError(
             f"{exc} Note: this release was asked for at (epsilon={epsilon:.6g}, "
