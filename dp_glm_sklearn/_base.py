@@ -23,7 +23,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._objective import GLMObjective, PublicProblem
+from ._objective import _MAX_BOUND, GLMObjective, PublicBoundsError, PublicProblem
 from ._sklearn_compat import Interval, StrOptions, fit_context, num_samples
 from ._warn import warn_user
 from .mechanisms import MECHANISMS, calibrate, resolve, train
@@ -278,23 +278,25 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
 
             return fit_auto_norm_bound(self, X, y)
 
-        X, y = self._validated(X, y)
-        # numpy's floating-point errors are ignored from here to the release:
-        # under a process-wide np.seterr(all="raise") or "warn", whether one
-        # occurs (say, a product underflowing) depends on one record.
-        with np.errstate(all="ignore"):
-            loss, y_enc, y_bound, y_offset = self._encode_targets(y)
-        problem, method, calibration = self._public_plan(X.shape[0], X.shape[1], loss, y_bound,
-                                                         epsilon, delta)
-        for message in self._unused_options(method, problem.n_features):
-            warn_user(message, UserWarning)
-
         try:
+            X, y = self._validated(X, y)
+            # numpy's floating-point errors are ignored from here to the
+            # release: under a process-wide np.seterr(all="raise") or "warn",
+            # whether one occurs (say, a product underflowing) depends on one
+            # record.
+            with np.errstate(all="ignore"):
+                loss, y_enc, y_bound, y_offset = self._encode_targets(y)
+            problem, method, calibration = self._public_plan(
+                X.shape[0], X.shape[1], loss, y_bound, epsilon, delta)
+            for message in self._unused_options(method, problem.n_features):
+                warn_user(message, UserWarning)
             accountant._record(calibration.events,
                                source=f"{type(self).__name__}(method={method!r})")
-        except Exception:
-            # Refused (another fit on the same accountant got there first):
-            # leave no fitted attribute behind, the estimator stays unfitted.
+        except BaseException:
+            # Refused before the charge (bad input, a bound, an option under
+            # warnings-as-errors, or another fit on the same accountant got
+            # there first): leave no fitted attribute behind (classes_ read
+            # from y among them), the estimator stays unfitted.
             for name in ("n_features_in_", "feature_names_in_", "classes_"):
                 self.__dict__.pop(name, None)
             raise
@@ -318,23 +320,42 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         before the charge, and the searches call it for each candidate
         (:meth:`_check_public_plan`) before theirs.
         """
-        problem = PublicProblem(
-            loss=loss,
-            n_samples=n_samples,
-            n_features=n_features,
-            feature_norm=float(self.feature_norm),
-            intercept_feature=self._intercept_feature(n_features),
-            y_bound=y_bound,
-            norm_bound=float(self.norm_bound),
-        )
-        max_iter = (default_max_iter(n_samples, gdp_mu(epsilon, delta))
-                    if self.max_iter is None else int(self.max_iter))  # True is 1, as in sklearn
-        # "auto" is resolved by a pure rule of public quantities (SPEC 4.4).
-        method = resolve(self.method, problem, epsilon, delta,
-                         projection_dim=self.projection_dim)
-        calibration = calibrate(method, problem, epsilon, delta, max_iter=max_iter,
-                                projection_dim=self.projection_dim, l2=self.l2_regularization)
+        try:
+            problem = PublicProblem(
+                loss=loss,
+                n_samples=n_samples,
+                n_features=n_features,
+                feature_norm=float(self.feature_norm),
+                intercept_feature=self._intercept_feature(n_features),
+                y_bound=y_bound,
+                norm_bound=float(self.norm_bound),
+            )
+            max_iter = (default_max_iter(n_samples, gdp_mu(epsilon, delta))
+                        if self.max_iter is None else int(self.max_iter))  # True is 1
+            # "auto" is resolved by a pure rule of public quantities (SPEC 4.4).
+            method = resolve(self.method, problem, epsilon, delta,
+                             projection_dim=self.projection_dim)
+            calibration = calibrate(method, problem, epsilon, delta, max_iter=max_iter,
+                                    projection_dim=self.projection_dim,
+                                    l2=self.l2_regularization)
+        except PublicBoundsError:
+            raise ValueError(self._bounds_message()) from None
         return problem, method, calibration
+
+    def _bounds_message(self):
+        """A refused public bound, in the words of the estimator's own parameters."""
+        params = self.get_params(deep=False)
+        given = ", ".join(f"{name}={params[name]!r}" for name in
+                          ("feature_norm", "norm_bound", "y_bound", "threshold")
+                          if name in params)
+        return (
+            f"The public bounds of {type(self).__name__} are too large or too small: "
+            f"{given}. Each bound, and each bound the training derives from them (the "
+            f"norm of a row with its intercept feature; twice norm_bound for "
+            f"method='jl'; the default Huber threshold), must lie between "
+            f"{1 / _MAX_BOUND:g} and {_MAX_BOUND:g}, and the gradient bound and "
+            "smoothness they give must be finite. Rescale the data so that the bounds "
+            "are moderate.")
 
     def _check_public_plan(self, n_samples, n_features, epsilon, delta, classes=None):
         """Raise what :meth:`_public_plan` would raise in ``fit``; return the method."""

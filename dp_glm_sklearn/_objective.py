@@ -56,6 +56,11 @@ _GRAM_MAX_PARAMS = 256
 _MAX_BOUND = 1e100
 
 
+class PublicBoundsError(ValueError):
+    """A public problem's bounds are outside ``[1 / _MAX_BOUND, _MAX_BOUND]``
+    (the estimators re-raise it naming their own parameters)."""
+
+
 @dataclass(frozen=True)
 class PublicProblem:
     """Public description of a GLM training problem (no data).
@@ -105,7 +110,7 @@ class PublicProblem:
             finite = False
         if not finite:
             shown = "" if threshold is None else f", threshold={threshold!r}"
-            raise ValueError(
+            raise PublicBoundsError(
                 "The public bounds are too large or too small: each of "
                 f"feature_norm={self.feature_norm!r}, norm_bound={self.norm_bound!r}, "
                 f"y_bound={self.y_bound!r}{shown} must lie between {1 / _MAX_BOUND:g} and "

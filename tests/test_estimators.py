@@ -569,3 +569,16 @@ def test_a_published_generator_regenerates_the_noise():
         if np.array_equal(refit.coef_, est.coef_):
             replayed.append(k)
     assert len(replayed) == 1 and 4 <= replayed[0] <= 8
+
+
+def test_a_refused_bound_is_named_in_the_estimators_own_parameters():
+    # The message quoted the internal problem: y_bound=0.0 for a classifier
+    # (which has no y_bound), the half-width 160.5 for y_bound=(25, 346).
+    X = np.random.default_rng(0).normal(size=(30, 2))
+    y = (X[:, 0] > 0).astype(int)
+    with pytest.raises(ValueError, match=r"DPLogisticRegression .*: feature_norm=1e\+101, "
+                                         r"norm_bound=10.0\. ") as info:
+        DPLogisticRegression(feature_norm=1e101, classes=[0, 1]).fit(X, y)
+    assert "y_bound" not in str(info.value).split(". ")[0]
+    with pytest.raises(ValueError, match=r"y_bound=\(25, 346\)\. "):
+        DPLinearRegression(feature_norm=1e101, y_bound=(25, 346)).fit(X, 30.0 + y)

@@ -82,6 +82,7 @@ from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import (
     check_consistent_length,
     check_is_fitted,
+    column_or_1d,
     indexable,
 )
 
@@ -165,7 +166,7 @@ def _child_seeds(rng, count, random_state):
     small enough to search. An integer ``random_state`` (for reproducibility,
     not for releases) derives 32-bit integer seeds from ``rng``; a Generator
     or RandomState derives generators with 128-bit seeds.  Whatever the
-    seed, ``_fit_candidate`` takes it out of the fitted candidate again.
+    seed, ``_fit_jobs`` takes it out of the fitted candidate again.
     """
     if random_state is None:
         return [None] * count
@@ -555,26 +556,20 @@ def _fit_candidate(estimator, params, slot, X, y, parent_pid):
     """
     estimator.set_params(**params)
     estimator.set_params(**{slot.key("accountant"): PrivacyAccountant()})
-    caught = []
-    # numpy's floating-point warnings (say, a user's transform overflowing
-    # on one huge private record) are silenced: whether they appear depends
-    # on one record.
+    # No warning of a fit is shown, nor numpy's floating-point warnings: a
+    # user's step can warn on one private record (a FunctionTransformer's
+    # check_inverse, a transform overflowing), after the search's charge.
+    # The DP estimator's own warnings (an unused option) were shown before
+    # the charge, by _check_public_plans.
     with np.errstate(all="ignore"):
         if os.getpid() == parent_pid:
-            estimator.fit(X, y)  # in the parent's threads: _fit_jobs records the warnings
+            estimator.fit(X, y)  # in the parent's threads: _fit_jobs silences them
         else:
             # One task at a time per worker process: its filters are its own.
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
                 estimator.fit(X, y)
-    if slot.has_random_state:
-        # The child seed decides the candidate's noise: whoever holds it can
-        # subtract the noise from the released model.  It must not stay in a
-        # public parameter of best_estimator_ (get_params, pickles); the
-        # parameter goes back to the value the user gave.
-        estimator.set_params(**{slot.key("random_state"): slot.random_state})
-    # The warnings go back to the search, which decides what to show.
-    return estimator, [(w.category, str(w.message)) for w in caught]
+    return estimator
 
 
 def _check_prepaid(estimator, slot, mu):
@@ -790,7 +785,6 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         lists the public ``(n_samples, epsilon, delta)`` of the fits to come
         (candidates, chunks, refit).
         """
-        self._shown_warnings = set()  # per fit: checks, candidates and refit warn alike
         X, y, fixed = self._prepare(slot, X, y, candidates, parts, fits)
         accountant._record(events, source=source)
         return X, y, fixed
@@ -829,11 +823,16 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         _n_samples(y, type(self).__name__, what="y")
         X, y = indexable(X, y)
         check_consistent_length(X, y)
+        if np.ndim(y) != 1:
+            # One label per row: a column y broadcast against the predictions
+            # made each validation loss an n_val x n_val matrix, in which one
+            # record moves a row and a column (twice the declared sensitivity).
+            y = column_or_1d(y, warn=True)
         if not hasattr(owner, "_validated"):
             return X, y, {}
         # Parts are public: norm_bound="auto" needs 2 samples in each training part.
         smallest = min((len(train) for train, _ in parts), default=None)
-        heads, probed, reader, plans = {}, set(), None, []
+        heads, probed, plans = {}, set(), []
         for params in candidates:
             own = {k: v for k, v in params.items() if k.startswith(slot.prefix)}
             rest = {k: v for k, v in params.items() if not k.startswith(slot.prefix)}
@@ -857,14 +856,20 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                     f"part of {type(self).__name__} has {smallest} (n_samples="
                     f"{num_samples(X)})."
                 )
-            X_checked, y_checked = _validated_after(head, probe, Xt, y)
+            with warnings.catch_warnings():
+                # Not shown: one per distinct drawn candidate, they would
+                # count the random search's secret K.
+                warnings.simplefilter("ignore")
+                X_checked, y_checked = _validated_after(head, probe, Xt, y)
             plans.append((probe, X_checked.shape[1]))
-            if is_classifier(probe) and probe.get_params().get("classes", False) is None:
-                reader = (probe, y_checked)
         fixed = {}
-        if reader is not None:
-            probe, y_checked = reader
-            fixed = {slot.key("classes"): probe._check_targets(y_checked, warn=True)}
+        if is_classifier(owner) and any(
+                slot.owner(_with_params(self.estimator, params)).classes is None
+                for params in self._possible_candidates(candidates)):
+            # Whether classes are read from y (one PrivacyLeakWarning) depends
+            # on the candidates that could be drawn, not on those drawn.
+            reader = clone(plans[-1][0]).set_params(classes=None)
+            fixed = {slot.key("classes"): reader._check_targets(y_checked, warn=True)}
         self._check_public_plans(plans, fits, fixed.get(slot.key("classes")))
         return X, y, fixed
 
@@ -925,25 +930,29 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         # One catch_warnings here, not one per candidate: the warnings filters
         # are process-wide, and nested catch_warnings in threads (the
         # threading backend) would scramble the user's.
-        with warnings.catch_warnings(record=True) as here:
-            warnings.simplefilter("always")
-            results = Parallel(n_jobs=self.n_jobs)(delayed_jobs)
-        caught = [(w.category, str(w.message)) for w in here]
-        self._show_candidate_warnings(caught + [w for _, c in results for w in c])
-        return [est for est, _ in results]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fitted = Parallel(n_jobs=self.n_jobs)(delayed_jobs)
+        if slot.has_random_state:
+            # The child seed decides the candidate's noise: whoever holds it
+            # can subtract the noise from the released model.  It must not
+            # stay in a public parameter of best_estimator_ (get_params,
+            # pickles); the parameter goes back to the user's own object,
+            # here in the parent (a worker process has only a copy of it: a
+            # copied generator would replay the noise of the user's fits).
+            for est in fitted:
+                est.set_params(**{slot.key("random_state"): slot.random_state})
+        return fitted
 
     def _show_candidate_warnings(self, caught):
-        """Show each distinct warning of the candidate fits once.
+        """Show each distinct warning of the fits' public plans once.
 
         Candidates repeat their warnings (the same unused option in every
-        fit), and from worker processes they would not reach the user at
-        all.  The number of candidates is public here; see
+        fit).  The number of candidates is public here; see
         ``DPRandomizedSearchCV`` for a search where it is not.
         """
         for category, message in dict.fromkeys(caught):
-            if (category, message) not in self._shown_warnings:
-                self._shown_warnings.add((category, message))
-                warn_user(message, category)
+            warn_user(message, category)
 
     def _validation_utilities(self, fitted, slot, X_val, y_val):
         scoring = self._scoring()
@@ -951,6 +960,11 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         utilities, sensitivities = [], []
         for est in fitted:
             losses, bound = _validation_losses(est, slot, scoring, X_val, y_val)
+            if losses.shape != (n_val,):  # the sensitivity bound / n_val needs one per row
+                raise RuntimeError(
+                    f"a candidate's validation losses have shape {losses.shape}, not "
+                    f"({n_val},): one loss per validation row is needed for the declared "
+                    "sensitivity; the selection is withheld.")
             utilities.append(-losses.mean())
             sensitivities.append(bound / n_val)
         return np.asarray(utilities), np.asarray(sensitivities)
@@ -1351,10 +1365,12 @@ def _one_change_settings(options):
 
     Every setting is one a draw from the same dict could give (a step
     listed with its own parameters is set together with them); their number
-    is the total number of options, not their product.
+    is the total number of options, not their product, and at least one (the
+    estimator's own settings, when every parameter is a distribution).
     """
     base = {name: values[0] for name, values in options.items()}
-    return [{**base, name: value} for name, values in options.items() for value in values]
+    return [{**base, name: value} for name, values in options.items()
+            for value in values] or [base]
 
 
 def _sample_params(dists, rng):
