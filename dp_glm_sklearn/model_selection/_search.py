@@ -811,10 +811,10 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         Last, each distinct setting of the DP estimator goes through the
         public half of its fit (bounds, options and calibration, at each
         of the ``fits``' sizes and budgets), so that a value it refuses is
-        refused here; the warnings of that half (an
-        unused option) are shown here too, where the search shows its
-        candidates' warnings, so that under warnings-as-errors they raise
-        before the charge.
+        refused here; the warnings of that half (an unused option) are
+        shown here, so that under warnings-as-errors they raise before the
+        charge.  The fits themselves show no warning (a step can warn on one
+        record).
         """
         owner = slot.owner(self.estimator)
         _warn_overridden(self, owner)
@@ -1440,8 +1440,9 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         ``"params"`` (one entry, the chosen candidate) and ``"selected"``.
         The other candidates, and how many there were, stay secret: the
         guarantee of random stopping holds only if they are never released.
-        So do the warnings of the candidate fits: the search shows none
-        (their number, or which ones appear, would tell how many ran).
+        So do the warnings of the candidates' public plans (an unused
+        option): the search shows none (their number, or which ones appear,
+        would tell how many ran). No search shows the warnings of its fits.
 
     privacy_events_ : list of events
         ``RandomStoppingEvent(mu_run, mean_candidates, stopping)`` for the
