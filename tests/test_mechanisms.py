@@ -290,6 +290,10 @@ def test_certified_minimizer_restarts_a_solver_breakdown_from_the_centre(monkeyp
     # The default l2's noise term overflowed a Python float (a bare OverflowError).
     (lambda: DPLinearRegression(method="output_perturbation", feature_norm=1e90,
                                 norm_bound=1e9), "is inf at these"),
+    # A sensitivity underflowing to 0 released the minimizer as GaussianEvent(mu=0).
+    (lambda: DPLogisticRegression(method="output_perturbation", feature_norm=1e-100,
+                                  l2_regularization=1e300, classes=[0, 1]),
+     "below the smallest float"),
 ])
 def test_extreme_output_perturbation_settings_are_refused_before_the_charge(make, match):
     X, y = make_classification(n_samples=100, n_features=4, random_state=0)

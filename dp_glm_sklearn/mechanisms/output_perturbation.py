@@ -113,6 +113,15 @@ def calibrate_output_perturbation(problem, epsilon, delta, l2=None):
         main = 2.0 * problem.lipschitz / (lam * problem.n_samples)
         accuracy = OPTIMIZATION_ACCURACY_RATIO * main
         sensitivity = main + 2.0 * accuracy
+        if not sensitivity > 0.0:
+            # Underflow (l2_regularization=1e300 with feature_norm=1e-100): a
+            # sensitivity of 0 would release the minimizer without noise as
+            # if it revealed nothing, which its last bits need not.
+            raise ValueError(
+                f"method='output_perturbation' with l2_regularization={lam:.3g} at these "
+                "bounds has a sensitivity below the smallest float (far apart scales); "
+                "pass a smaller l2_regularization, or rescale the data so that the bounds "
+                "are moderate.")
     else:
         accuracy, sensitivity = 0.0, math.inf
     if mu == math.inf:
