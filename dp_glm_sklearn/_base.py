@@ -20,10 +20,17 @@ import threading
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._objective import _MAX_BOUND, GLMObjective, PublicBoundsError, PublicProblem
+from ._objective import (
+    _MAX_BOUND,
+    GLMObjective,
+    PublicBoundsError,
+    PublicProblem,
+    canonical_rows,
+)
 from ._sklearn_compat import Interval, StrOptions, fit_context, num_samples
 from ._warn import warn_user
 from .mechanisms import MECHANISMS, calibrate, resolve, train
@@ -172,7 +179,6 @@ class _IndependentNoiseOnCloneMixin:
         return new
 
 
-
 class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEstimator):
     """Base class of the DP GLM estimators; not for direct use."""
 
@@ -213,6 +219,15 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         X, y = _validate_data_quietly(self, X, y, accept_sparse="csr",
                                       dtype=[np.float64, np.float32],
                                       y_numeric=not self._is_classifier())
+        if sp.issparse(X):
+            # Duplicate stored entries are summed here, before the charge (the
+            # fit sums them anyway): each was checked finite, their sum need not
+            # be (two entries of 1e308 released a NaN model after the charge).
+            X = canonical_rows(X)
+            if not np.isfinite(X.data).all():
+                raise ValueError(
+                    f"Input X contains infinity or a value too large for {X.dtype!r} "
+                    "(after summing duplicate entries of the sparse matrix).")
         self._check_targets(y, warn=warn)
         return X, y
 

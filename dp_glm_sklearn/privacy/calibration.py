@@ -92,7 +92,9 @@ def _gdp_log_delta(epsilon, mu, *, margin=0.0):
     # log of (exp(eps) Phi(a - mu)) / Phi(a), which is < 0 in exact arithmetic.
     log_ratio = epsilon + log_second - log_first
     if log_ratio >= 0.0:
-        return -_INF
+        # Rounding (tiny epsilon and mu): the exact ratio is below 1 but too
+        # close to tell.  delta <= Phi(a) always: the solvers get that bound.
+        return log_first if margin > 0.0 else -_INF
     value = log_first + _log1mexp(log_ratio)
     if margin == 0.0:
         return value
@@ -101,7 +103,7 @@ def _gdp_log_delta(epsilon, mu, *, margin=0.0):
                            + (abs(a) + mu) * (abs(a) + mu + 1.0))
     error = (_ULPS * (abs(log_first) + abs(value))
              + ratio_error * math.exp(log_ratio) / -math.expm1(log_ratio))
-    return value + margin * error
+    return min(value + margin * error, log_first)
 
 
 def _bracket_root(func, start):

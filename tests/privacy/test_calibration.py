@@ -181,3 +181,21 @@ def test_delta_decreases_with_epsilon(eps1, eps2, mu):
 def test_round_trip_property(epsilon, log10_delta):
     delta = 10.0**log10_delta
     assert gdp_epsilon(gdp_mu(epsilon, delta), delta) == pytest.approx(epsilon, rel=1e-8)
+
+
+def test_tiny_epsilon_and_delta_stay_on_the_safe_side():
+    # Where rounding made the ratio exp(eps) Phi(a - mu) / Phi(a) come out as 1,
+    # delta was taken as 0: gdp_mu(1e-12, 1e-50) returned a mu whose true
+    # delta was 1.7e19 times the target, and gdp_epsilon under-reported.
+    mpmath.mp.dps = 120
+
+    def exact_delta(epsilon, mu):
+        e, m = mpmath.mpf(epsilon), mpmath.mpf(mu)
+        return mpmath.ncdf(-e / m + m / 2) - mpmath.exp(e) * mpmath.ncdf(-e / m - m / 2)
+
+    for epsilon in (1e-12, 1e-10, 1e-8):
+        for delta in (1e-300, 1e-100, 1e-50, 1e-20):
+            assert exact_delta(epsilon, gdp_mu(epsilon, delta)) <= delta
+    for mu in (1e-14, 1e-13, 1e-12):
+        for delta in (1e-100, 1e-50, 1e-30):
+            assert exact_delta(gdp_epsilon(mu, delta), mu) <= delta

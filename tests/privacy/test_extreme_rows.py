@@ -255,3 +255,22 @@ def test_numpys_error_mode_does_not_let_one_record_raise(name, params):
         est = cls(epsilon=1.0, feature_norm=1.0, random_state=0, accountant=acc, **extra,
                   **params).fit(X, y)
     assert np.all(np.isfinite(est.coef_)) and len(acc.history) == 1
+
+
+@pytest.mark.parametrize("dtype, value", [(np.float64, 1e308), (np.float32, 3e38)])
+def test_duplicate_sparse_entries_summing_to_inf_are_refused_before_the_charge(dtype, value):
+    # Each stored entry is finite, so validation passed; their sum (taken by
+    # the fit, after the charge) was inf, and the model released was NaN:
+    # one record told apart with certainty.
+    rng = np.random.default_rng(0)
+    n, d = 50, 3
+    dense = (rng.normal(size=(n, d)) / 3).astype(dtype)
+    rows = [[(0, value), (0, value), (1, 0.5)]] + [list(enumerate(row)) for row in dense[1:]]
+    indptr = np.cumsum([0] + [len(r) for r in rows])
+    X = sp.csr_matrix((np.array([v for r in rows for _, v in r], dtype=dtype),
+                       np.array([j for r in rows for j, _ in r]), indptr), shape=(n, d))
+    assert np.isfinite(X.data).all() and not X.has_canonical_format
+    acc = PrivacyAccountant(epsilon=5.0, delta=1e-3)
+    with pytest.raises(ValueError, match="Input X contains infinity"):
+        DPLinearRegression(accountant=acc).fit(X, np.zeros(n))
+    assert acc.history == []
