@@ -318,8 +318,9 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         with np.errstate(all="ignore"):
             theta, n_iter = train(method, GLMObjective(problem, X, y_enc), calibration,
                                   _rng(self.random_state))
-
-        self._set_coef(theta, problem, y_offset, X.dtype)
+            # (float32 X: a noisy theta beyond float32's range becomes inf
+            # here, not an error after the charge under np.seterr("raise").)
+            self._set_coef(theta, problem, y_offset, X.dtype)
         self.norm_bound_ = problem.norm_bound
         self.n_iter_ = int(n_iter)
         self.method_ = method
