@@ -12,7 +12,12 @@ the fallbacks below:
 - ``fit_context``: the decorator that validates the parameters before
   ``fit`` (scikit-learn's ``_fit_context``);
 - ``safe_indexing`` and ``num_samples``: row selection and row count of an
-  array, a sparse matrix, a DataFrame or a list.
+  array, a sparse matrix, a DataFrame or a list;
+- ``InvalidParameterError``: scikit-learn's error for a parameter outside
+  its constraints (a ValueError and a TypeError);
+- ``VisualBlock``: the HTML diagram's block, used by the searches to show
+  ``best_estimator_`` (None if it cannot be imported: the diagram is then
+  scikit-learn's default one).
 
 If any one of the private imports fails, all fallbacks are used together:
 scikit-learn's validator does not know the fallback constraint objects.
@@ -29,10 +34,19 @@ from numbers import Integral
 import numpy as np
 from sklearn import get_config
 
+try:  # scikit-learn >= 1.7, then 1.6
+    from sklearn.utils._repr_html.estimator import _VisualBlock as VisualBlock
+except ImportError:  # pragma: no cover - depends on the installed version
+    try:
+        from sklearn.utils._estimator_html_repr import _VisualBlock as VisualBlock
+    except ImportError:
+        VisualBlock = None
+
 try:
     from sklearn.base import _fit_context as fit_context
     from sklearn.utils import _safe_indexing as safe_indexing
     from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
+    from sklearn.utils._param_validation import InvalidParameterError as _SklearnIPE
     from sklearn.utils.validation import _num_samples as num_samples
 
     USING_FALLBACKS = False
@@ -194,3 +208,5 @@ if USING_FALLBACKS:
     Interval, StrOptions, HasMethods = _Interval, _StrOptions, _HasMethods
     fit_context = _fit_context_fallback
     num_samples, safe_indexing = _num_samples_fallback, _safe_indexing_fallback
+else:  # scikit-learn's own class, which callers may catch by name
+    InvalidParameterError = _SklearnIPE  # noqa: F811

@@ -4,6 +4,8 @@ import inspect
 import warnings
 
 from sklearn.base import BaseEstimator
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import Normalizer
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import dp_glm_sklearn
@@ -47,6 +49,12 @@ INIT_PARAMS = {
 def _instances():
     for name, Est in all_estimators():
         yield Est(**INIT_PARAMS.get(name, dict)())
+    # A search over a Pipeline: its preprocessing probes must raise the
+    # errors the checks expect (a TypeError for a dict in X, 0 features).
+    yield dp_glm_sklearn.DPGridSearchCV(
+        make_pipeline(Normalizer(), dp_glm_sklearn.DPLogisticRegression()),
+        {"dplogisticregression__norm_bound": [1.0, 10.0]}, validation_fraction=0.2,
+        random_state=0)
 
 
 def test_discovery_finds_the_estimators():

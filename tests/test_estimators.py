@@ -314,8 +314,14 @@ def test_mixed_type_classes_are_refused_and_array_bounds_accepted():
     as_array = DPLinearRegression(y_bound=np.array([-4.0, 6.0]), **kw).fit(X, y)
     as_tuple = DPLinearRegression(y_bound=(-4.0, 6.0), **kw).fit(X, y)
     np.testing.assert_array_equal(as_array.coef_, as_tuple.coef_)
-    with pytest.raises(ValueError, match="'y_bound' parameter must be"):
+    with pytest.raises(ValueError, match="'y_bound' parameter of DPLinearRegression must be"):
         DPLinearRegression(y_bound=np.array([[-4.0, 6.0]])).fit(X, y)
+    # scikit-learn's class for a parameter outside its constraints, as for every other one
+    from sklearn.utils._param_validation import InvalidParameterError
+    with pytest.raises(InvalidParameterError, match=r"low < high\. Got \(3, 1\) instead"):
+        DPLinearRegression(y_bound=(3, 1)).fit(X, y)
+    with pytest.raises(InvalidParameterError, match="'classes' parameter"):
+        DPLogisticRegression(classes=[[0, 1]]).fit(X, (y > 0).astype(int))
 
 
 def test_label_not_in_declared_classes_is_an_error():

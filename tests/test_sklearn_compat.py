@@ -214,3 +214,15 @@ def test_package_works_on_the_fallbacks():
     assert ours[7].startswith("refused: The 'selection' parameter of DPGridSearchCV must be")
     # scikit-learn's skip_parameter_validation is honoured by the fallbacks too.
     assert ours[8] == theirs[8] and ours[8].startswith("unvalidated: Unknown method 'magic'")
+
+
+def test_a_fitted_searchs_diagram_shows_best_estimator():
+    # As scikit-learn's GridSearchCV: the template before fit, the chosen
+    # model (with the parameters and budget it was trained with) after.
+    X = np.random.default_rng(0).normal(size=(60, 2))
+    y = (X[:, 0] > 0).astype(int)
+    search = DPGridSearchCV(DPLogisticRegression(classes=[0, 1]), {"norm_bound": [1.0, 5.0]},
+                            random_state=0, accountant=PrivacyAccountant())
+    assert "best_estimator_: DPLogisticRegression" not in search._repr_html_()
+    search.fit(X, y)
+    assert "best_estimator_: DPLogisticRegression" in search._repr_html_()

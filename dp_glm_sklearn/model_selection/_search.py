@@ -98,6 +98,7 @@ from .._sklearn_compat import (
     HasMethods,
     Interval,
     StrOptions,
+    VisualBlock,
     fit_context,
     num_samples,
     safe_indexing,
@@ -490,6 +491,10 @@ def _clipped_losses(estimator, slot, scoring, X, y):
 _SAFE_STEP_ERRORS = ("Input X contains", "Input contains", "Input y contains",
                      "Found array with dim")
 
+#: Beginning of numpy's message for an object in X that is not a number: it
+#: names the object's type only (the bare estimator raises it too).
+_SAFE_TYPE_ERRORS = ("float() argument must be",)
+
 #: Beginnings of scikit-learn's messages that quote shapes or sample counts:
 #: public for the data given, private after a step that drops rows or
 #: selects features on the data.
@@ -519,10 +524,11 @@ def _probe_head(head, X, y, parts):
                 part.transform(safe_indexing(X, val))
             return Xt
     except Exception as exc:
-        safe = isinstance(exc, ValueError) and str(exc).startswith(_SAFE_STEP_ERRORS)
+        safe = (isinstance(exc, ValueError) and str(exc).startswith(_SAFE_STEP_ERRORS)
+                or isinstance(exc, TypeError) and str(exc).startswith(_SAFE_TYPE_ERRORS))
         # A new error, raised outside this block: the original stays out of
         # its context (a step may have raised it while handling another).
-        error = ValueError(str(exc)) if safe else _unquoted(
+        error = type(exc)(str(exc)) if safe else _unquoted(
             exc, f"the preprocessing steps ({steps})") or ValueError(
             f"The preprocessing steps before the DP estimator ({steps}) failed on the data, "
             "on all of it or on a training part of the search, for some setting of the grid, "
@@ -830,6 +836,11 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             y = column_or_1d(y, warn=True)
         if not hasattr(owner, "_validated"):
             return X, y, {}
+        shape = getattr(X, "shape", None)
+        if shape is not None and len(shape) == 2 and shape[1] == 0:
+            # Public (X as given); a step's own message could not say so.
+            raise ValueError(f"Found array with 0 feature(s) (shape={tuple(shape)}) while a "
+                             f"minimum of 1 is required by {type(self).__name__}.")
         # Parts are public: norm_bound="auto" needs 2 samples in each training part.
         smallest = min((len(train) for train, _ in parts), default=None)
         heads, probed, plans = {}, set(), []
@@ -1079,6 +1090,15 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
     def feature_names_in_(self):
         """Names of the features seen during ``fit`` (when X had string column names)."""
         return self._best_estimator_attribute("feature_names_in_")
+
+    def _sk_visual_block_(self):
+        """The HTML diagram shows ``best_estimator_`` once fitted, as scikit-learn's searches."""
+        if VisualBlock is None:  # scikit-learn moved it: its default diagram instead
+            raise AttributeError("_sk_visual_block_")
+        key = "best_estimator_" if hasattr(self, "best_estimator_") else "estimator"
+        shown = getattr(self, key)
+        return VisualBlock("parallel", [shown], names=[f"{key}: {type(shown).__name__}"],
+                           name_details=[str(shown)])
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
