@@ -539,6 +539,17 @@ def get_default_accountant():
     Returns
     -------
     accountant : PrivacyAccountant
+
+    Examples
+    --------
+    >>> from dp_glm_sklearn.privacy import PrivacyAccountant, default_accountant
+    >>> from dp_glm_sklearn.privacy import get_default_accountant
+    >>> get_default_accountant().epsilon
+    inf
+    >>> budget = PrivacyAccountant(epsilon=2.0)
+    >>> with default_accountant(budget):
+    ...     get_default_accountant() is budget
+    True
     """
     with _DEFAULT_LOCK:
         return _default_locked()

@@ -356,6 +356,17 @@ def papers_sigma(sensitivity, epsilon, delta, n_compositions=1):
     -------
     sigma : float
         The papers' standard deviation of each release.
+
+    Examples
+    --------
+    At epsilon = 1 the papers' formula adds more noise than needed; at
+    epsilon = 10 less, so its release is not (10, 1e-5)-DP:
+
+    >>> from dp_glm_sklearn.privacy import gaussian_sigma, gdp_epsilon, papers_sigma
+    >>> papers_sigma(1.0, 1.0, 1e-5) > gaussian_sigma(1.0, 1.0, 1e-5)
+    True
+    >>> round(gdp_epsilon(1.0 / papers_sigma(1.0, 10.0, 1e-5), 1e-5), 2)
+    10.52
     """
     sensitivity, epsilon, delta, n_compositions = _check_calibration_args(
         sensitivity, epsilon, delta, n_compositions

@@ -255,6 +255,14 @@ def total_mu(events):
     mu : float or None
         ``sqrt(sum mu_i^2)`` (exact; 0 for an empty ledger), or None when the
         ledger holds an event that is not a :class:`GaussianEvent`.
+
+    Examples
+    --------
+    >>> from dp_glm_sklearn.privacy import GaussianEvent, PureDPEvent, total_mu
+    >>> total_mu([GaussianEvent(0.3), GaussianEvent(0.4)])
+    0.5
+    >>> total_mu([GaussianEvent(0.3), PureDPEvent(1.0)]) is None
+    True
     """
     events = _as_event_tuple(events)
     if not all(isinstance(e, GaussianEvent) for e in events):
