@@ -238,9 +238,25 @@ def _ldexp_rows(Xb, e):
     return np.ldexp(Xb, -e[:, None])
 
 
+def _row_slice(X, rows):
+    """``X[rows]`` for a slice; a CSR slice shares X's data and indices (no copy)."""
+    if isinstance(rows, slice) and sp.issparse(X) and X.format == "csr":
+        start, stop = rows.start, rows.stop
+        a, b = X.indptr[start], X.indptr[stop]
+        # Set after construction: scipy's constructor copies ("prunes") a
+        # view that is a small part of its base array.
+        out = type(X)((stop - start, X.shape[1]), dtype=X.dtype)
+        out.indptr = X.indptr[start:stop + 1] - a
+        out.indices = X.indices[a:b]
+        out.data = X.data[a:b]
+        out.has_sorted_indices = X.has_sorted_indices
+        return out
+    return X[rows]
+
+
 def tamed_block(X, exponents, rows):
     """``X[rows]``, its huge rows tamed (``exponents`` from :func:`tame_exponents_and_norms`)."""
-    Xb = X[rows]
+    Xb = _row_slice(X, rows)
     if exponents is not None:
         e = exponents[rows]
         if e.any():
@@ -333,7 +349,9 @@ class GLMObjective:
         p = self.problem
         d = p.n_features
         Xb, sb = self._block(rows)
-        D = p.loss.derivative(self._scores(Xb, sb, theta), self.y[rows])
+        Z = self._scores(Xb, sb, theta)
+        inplace = getattr(p.loss, "_derivative_inplace", None)
+        D = inplace(Z, self.y[rows]) if inplace is not None else p.loss.derivative(Z, self.y[rows])
         if clip:
             self._clip(D, rows)
         if p.fit_intercept:
@@ -358,6 +376,13 @@ class GLMObjective:
                 return
             dnorm = np.abs(D[:, 0])
         else:
+            # Same fast test as above, on squared row norms from einsum (no
+            # temporary); its rounding differs from np.linalg.norm's by a few
+            # ulps, covered by the slack.  Failing it falls through to the
+            # exact row-by-row check below.
+            sq = np.einsum("ij,ij->i", D, D)
+            if sq.max() * (1.0 + 1e-12) * self._max_aug_norm**2 <= G * G:
+                return
             dnorm = np.linalg.norm(D, axis=1)
         gnorm = dnorm * self.aug_norms[rows]
         finite = np.isfinite(gnorm)
@@ -493,6 +518,33 @@ class GLMObjective:
                 rhs += r
             self._gram_cache = (gram, rhs)
         return self._gram_cache
+
+    def value_and_gradient(self, theta):
+        """``(value(theta), gradient(theta, clip=False))`` in one pass over X (same numbers)."""
+        if self._gram_ok:
+            return self.value(theta), self.gradient(theta, clip=False)
+        p = self.problem
+        d = p.n_features
+
+        def work(blocks):
+            total, g = 0.0, np.zeros(theta.shape)
+            for rows in blocks:
+                Xb, sb = self._block(rows)
+                Z = self._scores(Xb, sb, theta)
+                yb = self.y[rows]
+                total += p.loss.value(Z, yb).sum()
+                D = p.loss.derivative(Z, yb)
+                if p.fit_intercept:
+                    g[d] += p.intercept_feature * D.sum(axis=0)
+                g[:d] += Xb.T @ (D * sb[:, None])
+            return total, g
+
+        parts = self._map_blocks(work)
+        grad = parts[0][1]
+        for _, part in parts[1:]:
+            grad += part
+        grad /= p.n_samples
+        return sum(v for v, _ in parts) / p.n_samples, grad
 
     def value(self, theta):
         """Average loss over the data set."""

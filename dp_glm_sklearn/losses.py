@@ -81,6 +81,16 @@ class LogisticLoss(_GLMLoss):
         y = y[:, None]
         return -y * expit(-y * z)
 
+    def _derivative_inplace(self, z, y):
+        """:meth:`derivative`, overwriting z (same bits: negation is exact)."""
+        y = y[:, None]
+        np.multiply(y, z, out=z)
+        np.negative(z, out=z)
+        expit(z, out=z)
+        z *= y
+        np.negative(z, out=z)
+        return z
+
     def derivative_bound(self, norm_bound, feature_norm, y_bound):
         return 1.0
 
@@ -108,6 +118,20 @@ class MultinomialLoss(_GLMLoss):
         p = softmax(z, axis=1)
         p[np.arange(z.shape[0]), y.astype(np.intp)] -= 1.0
         return p
+
+    def _derivative_inplace(self, z, y):
+        """:meth:`derivative`, overwriting z: scipy's softmax, step by step, in place."""
+        # Row maxima by a loop over the K columns: max is exact, so these are
+        # np.max(z, axis=1)'s values, 6x faster than numpy's reduction over
+        # rows of a few elements.
+        zmax = z[:, 0].copy()
+        for k in range(1, z.shape[1]):
+            np.maximum(zmax, z[:, k], out=zmax)
+        z -= zmax[:, None]
+        np.exp(z, out=z)
+        z /= np.sum(z, axis=1, keepdims=True)
+        z[np.arange(z.shape[0]), y.astype(np.intp)] -= 1.0
+        return z
 
     def derivative_bound(self, norm_bound, feature_norm, y_bound):
         return np.sqrt(2.0)

@@ -287,6 +287,10 @@ def test_blocked_and_threaded_gradient_equal_numpy_reference(name, kind, interce
     obj = _check_all_paths(problem, X, y, theta, expected, kind, small_paths)
     with threadpool_limits(limits=2, user_api="blas"):
         np.testing.assert_allclose(obj.value(theta), losses.mean(), **_tolerance(kind))
+        # The solver's fused pass gives the same numbers as the two passes.
+        value, grad = obj.value_and_gradient(theta)
+        assert value == obj.value(theta)
+        np.testing.assert_array_equal(grad, obj.gradient(theta, clip=False))
 
 
 @pytest.mark.parametrize("n", [10, 5_000, 40_000])

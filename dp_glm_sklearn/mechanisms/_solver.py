@@ -32,8 +32,9 @@ def solve_constrained_erm(objective, radius, l2=0.0, tol=1e-10, max_iter=20000):
 
     def fun(flat):
         theta = flat.reshape(shape)
-        value = objective.value(theta) + 0.5 * l2 * float(np.sum(theta**2))
-        grad = objective.gradient(theta, clip=False) + l2 * theta
+        value, grad = objective.value_and_gradient(theta)
+        value = value + 0.5 * l2 * float(np.sum(theta**2))
+        grad = grad + l2 * theta
         return value, grad.ravel()
 
     res = minimize(

@@ -149,6 +149,14 @@ def project_rows(X, phi, feature_norm):
     phi_t = sp.csr_matrix(phi.T) if sp.issparse(phi) else phi.T
     # A block of output (and, for dense X, of X) is about 4 MB.
     block = max(1, _BLOCK_BYTES // (8 * (k if sp.issparse(X) else max(d, k))))
+    if sp.issparse(X) and sp.issparse(phi) and exponents is None \
+            and n * k > _MAX_DENSE_PROJECTED_ENTRIES:
+        # One product, scaled and made canonical in place: no block list, no
+        # vstack copy, and no copy later in canonical_rows (same entries, same order).
+        out = sp.csr_matrix(X @ phi_t)
+        out.data *= np.repeat(scale, np.diff(out.indptr))
+        out.sum_duplicates()
+        return out
     if sp.issparse(X) and sp.issparse(phi):
         parts = []
         for start in range(0, n, block):

@@ -7,6 +7,7 @@ always recomputed from the whole ledger by :func:`~.events.compose`, so
 Gaussian releases compose exactly.
 """
 
+import bisect
 import math
 import os
 import threading
@@ -20,10 +21,12 @@ import numpy as np
 
 from .calibration import _check_real
 from .events import (
+    STOPPING_SHAPES,
     ApproxDPEvent,
     GaussianEvent,
     RandomStoppingEvent,
     _as_event_tuple,
+    _compose_summary,
     compose,
 )
 
@@ -263,13 +266,26 @@ class PrivacyAccountant:
         ledger (with a random-stopping event in it, that takes about half a
         second per charge); each total is computed once, when first read.
         """
-        indices = [count - 1] if only_last else range(count)
-        for i in indices:
-            record = self._records[i]
-            if record.total_epsilon is None:
-                events = [e for r in self._records[: i + 1] for e in r.events]
-                total = compose(events, self._delta)
-                self._records[i] = replace(record, total_epsilon=total)
+        pending = [i for i in ([count - 1] if only_last else range(count))
+                   if self._records[i].total_epsilon is None]
+        if not pending:
+            return
+        # One running summary over the ledger (same sums, in the same order,
+        # as compose's _summarize on each prefix): O(events), not O(records^2).
+        sum_sq, others, runs = 0, [], []
+        j = 0
+        for i in pending:
+            for record in self._records[j: i + 1]:
+                for e in record.events:
+                    if isinstance(e, GaussianEvent):
+                        sum_sq += e.mu**2
+                    elif isinstance(e, RandomStoppingEvent):
+                        bisect.insort(runs, (e.mu, e.mean, STOPPING_SHAPES[e.stopping]))
+                    else:
+                        bisect.insort(others, (e.epsilon, getattr(e, "delta", 0.0)))
+            j = i + 1
+            total = _compose_summary(math.sqrt(sum_sq), tuple(others), tuple(runs), self._delta)
+            self._records[i] = replace(self._records[i], total_epsilon=total)
 
     def _ensure_attached(self):
         if not self.detached:
