@@ -344,19 +344,28 @@ class GLMObjective:
             Z += p.intercept_feature * theta[d]
         return Z
 
-    def _add_block_grad(self, rows, theta, clip, out):
-        """``out += block_grad(rows, theta, clip)``, with few temporaries."""
+    def _add_block_grad(self, rows, theta, clip, out, with_value=False):
+        """``out += block_grad(rows, theta, clip)``, with few temporaries.
+
+        Returns the block's summed loss with ``with_value=True`` (from the same
+        scores, before the derivative overwrites them), else 0.
+        """
         p = self.problem
         d = p.n_features
         Xb, sb = self._block(rows)
         Z = self._scores(Xb, sb, theta)
-        inplace = getattr(p.loss, "_derivative_inplace", None)
-        D = inplace(Z, self.y[rows]) if inplace is not None else p.loss.derivative(Z, self.y[rows])
+        y = self.y[rows]
+        value = float(p.loss.value(Z, y).sum()) if with_value else 0.0
+        # An optional hook of the loss (the interface is duck-typed): the
+        # same numbers as derivative, overwriting the scores.
+        inplace = getattr(p.loss, "_derivative_inplace", p.loss.derivative)
+        D = inplace(Z, y)
         if clip:
             self._clip(D, rows)
         if p.fit_intercept:
             out[d] += p.intercept_feature * D.sum(axis=0)
         out[:d] += Xb.T @ (D * sb[:, None])
+        return value
 
     def _clip(self, D, rows):
         """Scale rows of D so that each per-example gradient has norm <= G.
@@ -467,18 +476,23 @@ class GLMObjective:
             gram, rhs = self._gram()
             return (gram @ theta - rhs) / self.problem.n_samples
 
+        return self._gradient_pass(theta, clip, with_value=False)[1]
+
+    def _gradient_pass(self, theta, clip, with_value):
+        """``(average loss or 0, average gradient)`` from one pass over X."""
+
         def work(blocks):
-            g = np.zeros(theta.shape)
+            total, g = 0.0, np.zeros(theta.shape)
             for rows in blocks:
-                self._add_block_grad(rows, theta, clip, g)
-            return g
+                total += self._add_block_grad(rows, theta, clip, g, with_value)
+            return total, g
 
         parts = self._map_blocks(work)
-        total = parts[0]
-        for part in parts[1:]:
-            total += part
-        total /= self.problem.n_samples
-        return total
+        grad = parts[0][1]
+        for _, part in parts[1:]:
+            grad += part
+        grad /= self.problem.n_samples
+        return sum(total for total, _ in parts) / self.problem.n_samples, grad
 
     def _gram(self):
         """``(A^T A, A^T y)``, A the clipped rows with their constant feature (cached)."""
@@ -523,28 +537,7 @@ class GLMObjective:
         """``(value(theta), gradient(theta, clip=False))`` in one pass over X (same numbers)."""
         if self._gram_ok:
             return self.value(theta), self.gradient(theta, clip=False)
-        p = self.problem
-        d = p.n_features
-
-        def work(blocks):
-            total, g = 0.0, np.zeros(theta.shape)
-            for rows in blocks:
-                Xb, sb = self._block(rows)
-                Z = self._scores(Xb, sb, theta)
-                yb = self.y[rows]
-                total += p.loss.value(Z, yb).sum()
-                D = p.loss.derivative(Z, yb)
-                if p.fit_intercept:
-                    g[d] += p.intercept_feature * D.sum(axis=0)
-                g[:d] += Xb.T @ (D * sb[:, None])
-            return total, g
-
-        parts = self._map_blocks(work)
-        grad = parts[0][1]
-        for _, part in parts[1:]:
-            grad += part
-        grad /= p.n_samples
-        return sum(v for v, _ in parts) / p.n_samples, grad
+        return self._gradient_pass(theta, clip=False, with_value=True)
 
     def value(self, theta):
         """Average loss over the data set."""

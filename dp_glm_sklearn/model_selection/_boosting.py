@@ -291,7 +291,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
         X, y, fixed = self._charge(accountant, slot, plan["events"],
                                    f"{type(self).__name__}(n_models={m})", X, y, ({},),
                                    parts=[(chunk, chunks[m]) for chunk in chunks[:m]],
-                                   fits=[(size, plan["candidate_epsilon"], plan["delta"])
+                                   fits=[(size, plan["candidate_epsilon"], plan["candidate_delta"])
                                          for size in sorted({len(c) for c in chunks[:m]})])
         seeds = _child_seeds(rng, m, self.random_state)
         fitted = self._fit_candidates(slot, plan, fixed, [

@@ -7,7 +7,6 @@ always recomputed from the whole ledger by :func:`~.events.compose`, so
 Gaussian releases compose exactly.
 """
 
-import bisect
 import math
 import os
 import threading
@@ -21,12 +20,12 @@ import numpy as np
 
 from .calibration import _check_real
 from .events import (
-    STOPPING_SHAPES,
     ApproxDPEvent,
     GaussianEvent,
     RandomStoppingEvent,
     _as_event_tuple,
     _compose_summary,
+    _RunningSummary,
     compose,
 )
 
@@ -270,21 +269,14 @@ class PrivacyAccountant:
                    if self._records[i].total_epsilon is None]
         if not pending:
             return
-        # One running summary over the ledger (same sums, in the same order,
-        # as compose's _summarize on each prefix): O(events), not O(records^2).
-        sum_sq, others, runs = 0, [], []
-        j = 0
+        # One running summary over the ledger (compose's, of each prefix):
+        # O(events), not O(records^2).
+        running, j = _RunningSummary(), 0
         for i in pending:
             for record in self._records[j: i + 1]:
-                for e in record.events:
-                    if isinstance(e, GaussianEvent):
-                        sum_sq += e.mu**2
-                    elif isinstance(e, RandomStoppingEvent):
-                        bisect.insort(runs, (e.mu, e.mean, STOPPING_SHAPES[e.stopping]))
-                    else:
-                        bisect.insort(others, (e.epsilon, getattr(e, "delta", 0.0)))
+                running.add(record.events)
             j = i + 1
-            total = _compose_summary(math.sqrt(sum_sq), tuple(others), tuple(runs), self._delta)
+            total = _compose_summary(*running.summary(), self._delta)
             self._records[i] = replace(self._records[i], total_epsilon=total)
 
     def _ensure_attached(self):

@@ -22,6 +22,7 @@ come from; the Renyi DP numbers of random stopping are computed here
 (:func:`_rdp_epsilon`) and nowhere else.
 """
 
+import bisect
 import math
 import warnings
 from collections import Counter
@@ -225,21 +226,33 @@ def _as_event_tuple(events):
     return events
 
 
+class _RunningSummary:
+    """:func:`_summarize`, built event by event: an accountant reads the
+    summary of each prefix of its ledger in one pass."""
+
+    def __init__(self):
+        self._sum_sq, self._others, self._runs = 0, [], []
+
+    def add(self, events):
+        for e in events:
+            if isinstance(e, GaussianEvent):
+                self._sum_sq += e.mu**2
+            elif isinstance(e, RandomStoppingEvent):
+                bisect.insort(self._runs, (e.mu, e.mean, STOPPING_SHAPES[e.stopping]))
+            else:
+                bisect.insort(self._others, (e.epsilon, getattr(e, "delta", 0.0)))
+        return self
+
+    def summary(self):
+        return math.sqrt(self._sum_sq), tuple(self._others), tuple(self._runs)
+
+
 def _summarize(events):
     """Split a ledger into the GDP total of its Gaussian events, the sorted
     (epsilon, delta) pairs of its pure and approximate events, and the sorted
     (mu, mean, shape) triples of its random-stopping events (their order does
     not matter in a composition)."""
-    mu = math.sqrt(sum(e.mu**2 for e in events if isinstance(e, GaussianEvent)))
-    others = sorted(
-        (e.epsilon, getattr(e, "delta", 0.0))
-        for e in events if isinstance(e, PureDPEvent | ApproxDPEvent)
-    )
-    runs = sorted(
-        (e.mu, e.mean, STOPPING_SHAPES[e.stopping])
-        for e in events if isinstance(e, RandomStoppingEvent)
-    )
-    return mu, tuple(others), tuple(runs)
+    return _RunningSummary().add(events).summary()
 
 
 def total_mu(events):
