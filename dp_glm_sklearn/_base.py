@@ -39,6 +39,9 @@ from .privacy.accountant import PrivacyAccountant, _check_release, _DefaultAccou
 from .privacy.calibration import gdp_mu
 from .privacy.events import GaussianEvent, compose
 
+#: The fitted attributes ``fit`` sets from X and y before the privacy charge.
+_INPUT_ATTRIBUTES = ("n_features_in_", "feature_names_in_", "classes_")
+
 
 def default_delta(n_samples):
     """Default delta: ``min(1e-5, n**-1.5)``, well below ``1/n``.
@@ -245,6 +248,9 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         elif self.projection_dim is not None and self.projection_dim >= n_features:
             unused.append(f"projection_dim={self.projection_dim} >= n_features={n_features}: "
                           "'jl' does not project and trains as Noisy GD")
+        if self.max_iter is not None and method == "output_perturbation":
+            unused.append("max_iter is used by method='noisy_gd' and 'jl' only, not "
+                          "'output_perturbation' (its solver runs to a certified accuracy)")
         if self.l2_regularization is not None and method != "output_perturbation":
             unused.append("l2_regularization is used by method='output_perturbation' only, "
                           f"not {method!r}")
@@ -293,6 +299,10 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
 
             return fit_auto_norm_bound(self, X, y)
 
+        # What _validated and _encode_targets set, as before this fit: a fit
+        # refused before the charge leaves the estimator as it was (unfitted,
+        # or with its previous fit intact).
+        before = {name: self.__dict__[name] for name in _INPUT_ATTRIBUTES if name in self.__dict__}
         try:
             X, y = self._validated(X, y)
             # numpy's floating-point errors are ignored from here to the
@@ -310,10 +320,11 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         except BaseException:
             # Refused before the charge (bad input, a bound, an option under
             # warnings-as-errors, or another fit on the same accountant got
-            # there first): leave no fitted attribute behind (classes_ read
-            # from y among them), the estimator stays unfitted.
-            for name in ("n_features_in_", "feature_names_in_", "classes_"):
+            # there first): no attribute read from this X and y stays behind
+            # (classes_ among them).
+            for name in _INPUT_ATTRIBUTES:
                 self.__dict__.pop(name, None)
+            self.__dict__.update(before)
             raise
         with np.errstate(all="ignore"):
             theta, n_iter = train(method, GLMObjective(problem, X, y_enc), calibration,

@@ -100,13 +100,24 @@ def format_table(rows):
     return "\n".join(lines)
 
 
+def _positive_int(text):
+    """argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1, got {text!r}")
+    return value
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m dp_glm_sklearn")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="privacy-utility table on bundled data")
-    demo.add_argument("--splits", type=int, default=3,
+    demo.add_argument("--splits", type=_positive_int, default=3,
                       help="random 75/25 train/test splits (default 3; the README table: 20)")
-    demo.add_argument("--seeds", type=int, default=3,
+    demo.add_argument("--seeds", type=_positive_int, default=3,
                       help="noise seeds per split (default 3; the README table: 5)")
     args = parser.parse_args(argv)
     start = time.perf_counter()

@@ -177,3 +177,19 @@ def test_random_stopping_figures(where):
         gain = random_stopping_refit_mu(random_stopping_mu(eps / 2, delta / 2, mean), mean, eps,
                                         delta) / gdp_mu(eps / 2, delta / 2) - 1
         assert_quoted(100 * gain, percent, f"{where}: refit gain at mean_candidates={mean}")
+
+
+def test_the_demo_prints_its_table_and_refuses_counts_below_one(capsys):
+    from dp_glm_sklearn._demo import DATASETS, main
+
+    assert main(["demo", "--splits", "1", "--seeds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "(median over 1 splits x 1 noise seeds, delta=1e-5)" in out
+    for name in DATASETS:  # five epsilons and the non-private row each
+        assert len(re.findall(rf"^{name} ", out, flags=re.M)) == 6, name
+    for option in ("--splits", "--seeds"):
+        for value in ("0", "-2", "x"):
+            with pytest.raises(SystemExit) as info:  # argparse's usage error, no traceback
+                main(["demo", option, value])
+            assert info.value.code == 2
+            assert "must be an integer >= 1" in capsys.readouterr().err

@@ -324,6 +324,57 @@ def test_mixed_type_classes_are_refused_and_array_bounds_accepted():
         DPLogisticRegression(classes=[[0, 1]]).fit(X, (y > 0).astype(int))
 
 
+@pytest.mark.parametrize("classes, match", [
+    ([0, np.nan], "NaN or infinite"),
+    ([0.0, np.inf], "NaN or infinite"),
+    ([None, 1], "not supported between"),
+    ({0, 1}, "got a set, which is unordered: pass a list"),
+    (frozenset({0, 1}), "got a frozenset"),
+])
+def test_declared_classes_that_cannot_be_sorted_name_the_parameter(classes, match):
+    # They raised numpy's "Input contains NaN" (as if the data held a NaN), a
+    # bare TypeError, or a "got shape ()" for a set.
+    X, y = _regression(n=30, d=2)
+    acc = PrivacyAccountant()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(ValueError, match=rf"'classes' parameter of DPLogisticRegr.*{match}"):
+            DPLogisticRegression(classes=classes, accountant=acc).fit(X, (y > 0).astype(int))
+    assert acc.history == []
+
+
+@pytest.mark.parametrize("Est", [DPLinearRegression, DPLogisticRegression])
+def test_a_refit_refused_before_the_charge_keeps_the_previous_fit(Est):
+    # A refused refit deleted classes_, n_features_in_ and feature_names_in_
+    # and kept coef_: predict then failed (classifier) or skipped the
+    # feature-count check (regressor).
+    X, y = _regression(n=60, d=3)
+    if Est is DPLogisticRegression:
+        y = (y > 1.5).astype(int)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        est = Est(feature_norm=3.0, random_state=0).fit(X, y)
+    fitted = dict(est.__dict__)
+    bad = X.copy()
+    bad[0, 0] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        with pytest.raises(ValueError, match="NaN"):
+            est.fit(bad, y)
+    assert est.__dict__.keys() == fitted.keys()
+    for name, value in fitted.items():
+        assert est.__dict__[name] is value, name
+    with pytest.raises(ValueError, match="X has 2 features"):
+        est.predict(X[:, :2])
+    # A first fit refused leaves the estimator unfitted (no attribute read from y).
+    fresh = Est(feature_norm=3.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        with pytest.raises(ValueError, match="NaN"):
+            fresh.fit(bad, y)
+    assert not [name for name in vars(fresh) if name.endswith("_")]
+
+
 def test_label_not_in_declared_classes_is_an_error():
     X, _ = _regression(n=30, d=2)
     acc = PrivacyAccountant()
@@ -411,6 +462,7 @@ def test_fit_does_not_modify_parameters():
     (dict(projection_dim=2), "noisy_gd", "projection_dim is used by method='jl' only"),
     (dict(projection_dim=3), "jl", "does not project"),
     (dict(l2_regularization=0.1), "jl", "l2_regularization is used by"),
+    (dict(max_iter=3), "output_perturbation", "max_iter is used by method='noisy_gd' and 'jl'"),
 ])
 def test_an_option_the_method_does_not_use_is_flagged(params, method, match):
     rng = np.random.default_rng(0)

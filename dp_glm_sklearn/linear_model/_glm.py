@@ -39,7 +39,10 @@ _PARAMS_BODY = """norm_bound : float > 0 or "auto", default={norm_bound}
         coefficients (an intercept b counts as ``b / c``: it is the coefficient
         of a constant feature ``c = feature_norm / 2`` appended to each row). The
         sensitivity of the mechanisms grows with B for the squared loss; the
-        solution cannot be larger than B. {norm_bound_note} ``"auto"`` chooses
+        solution is searched within B (``"noisy_gd"`` releases a model of norm
+        at most B; ``"output_perturbation"`` adds its noise to such a model, and
+        ``"jl"`` maps back a model of norm at most 2B in the projected space, so
+        theirs can be larger). {norm_bound_note} ``"auto"`` chooses
         B privately within the same (epsilon, delta): the paper's private grid
         search over radii ``unit * 2^j`` (Algorithm 4, with
         :class:`~dp_glm_sklearn.DPGridSearchCV`; ``unit`` is ``Y / X_aug`` for
@@ -58,8 +61,8 @@ _PARAMS_BODY = """norm_bound : float > 0 or "auto", default={norm_bound}
         ``cap(n) = clip(5e6 / n, 50, 100)``, a rule fitted on
         ``benchmarks/tune_max_iter.py``. Privacy holds for any T: the noise per step
         grows like ``sqrt(T)`` to keep the same (epsilon, delta).
-        ``"output_perturbation"`` ignores it (its solver runs to a certified
-        accuracy).
+        ``"output_perturbation"`` ignores it, with a warning (its solver runs
+        to a certified accuracy).
 
     method : {{"auto", "noisy_gd", "jl", "output_perturbation"}}, default="auto"
         Training mechanism (Arora et al. 2022), each (epsilon, delta)-DP:
@@ -234,7 +237,8 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
 
 @_fill(**_params(
     norm_bound="10.0",
-    norm_bound_note="Scale it with the label range: ``|prediction| <= B * X_aug``.",
+    norm_bound_note=("Scale it with the label range: with ``\"noisy_gd\"``, "
+                     "``|prediction| <= B * X_aug``."),
 ), attributes=_SHARED_ATTRIBUTES, notes=_REGRESSION_NOTES)
 class DPLinearRegression(_DPRegressorBase):
     """Differentially private least squares regression.
@@ -281,8 +285,9 @@ class DPLinearRegression(_DPRegressorBase):
     >>> y = X @ [0.5, -0.5, 0.25] + 0.05 * rng.normal(size=5000)
     >>> reg = DPLinearRegression(epsilon=1.0, feature_norm=1.5, y_bound=1.0,
     ...                          norm_bound=1.0, random_state=0).fit(X, y)
-    >>> reg.privacy_spent_
-    (1.0..., 1e-05)
+    >>> epsilon, delta = reg.privacy_spent_  # delta: the default n**-1.5
+    >>> round(epsilon, 6), bool(delta == 5000 ** -1.5)
+    (1.0, True)
     >>> bool(reg.score(X, y) > 0.9)
     True
     """
@@ -322,7 +327,8 @@ class DPLinearRegression(_DPRegressorBase):
 
 @_fill(**_params(
     norm_bound="10.0",
-    norm_bound_note="Scale it with the label range: ``|prediction| <= B * X_aug``.",
+    norm_bound_note=("Scale it with the label range: with ``\"noisy_gd\"``, "
+                     "``|prediction| <= B * X_aug``."),
 ), attributes=_SHARED_ATTRIBUTES, notes=_REGRESSION_NOTES)
 class DPHuberRegressor(_DPRegressorBase):
     """Differentially private Huber regression.
@@ -385,7 +391,7 @@ class DPHuberRegressor(_DPRegressorBase):
     >>> reg = DPHuberRegressor(epsilon=1.0, feature_norm=2.0, y_bound=2.0,
     ...                        norm_bound=2.0, threshold=0.5, random_state=0)
     >>> reg.fit(X, y).coef_.round(1)
-    array([ 0.5, -0.5,  0.2])
+    array([ 0.5, -0.5,  0.3])
     """
 
     _parameter_constraints: dict = {
@@ -420,7 +426,8 @@ class DPHuberRegressor(_DPRegressorBase):
 
 @_fill(**_params(
     norm_bound="10.0",
-    norm_bound_note="It caps how confident the model can get: ``|logit| <= B * X_aug``.",
+    norm_bound_note=("It caps how confident the model can get: with ``\"noisy_gd\"``, "
+                     "``|logit| <= B * X_aug``."),
 ), attributes=_SHARED_ATTRIBUTES)
 class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
     """Differentially private logistic regression (binary and multinomial).
@@ -514,6 +521,11 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
         Raises an InvalidParameterError (a ValueError) if they are not 1-D:
         flattening ``[[0, 1]]`` would guess what was meant.
         """
+        if isinstance(self.classes, (set, frozenset)):
+            raise InvalidParameterError(
+                "The 'classes' parameter of DPLogisticRegression must be a sequence of class "
+                f"labels such as [0, 1]; got a {type(self.classes).__name__}, which is "
+                "unordered: pass a list.")
         try:
             classes = np.asarray(self.classes)
             if classes.dtype == object and classes.ndim == 1:
@@ -534,8 +546,17 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
                 "The 'classes' parameter of DPLogisticRegression must be 1-D, a "
                 f"sequence of class labels such as [0, 1]; got {shape}."
             )
-        classes = np.unique(classes)
-        kind = type_of_target(classes)
+        try:
+            if classes.dtype.kind in "fc" and not np.isfinite(classes).all():
+                raise ValueError("a class label is NaN or infinite")
+            classes = np.unique(classes)
+            kind = type_of_target(classes)
+        except (TypeError, ValueError) as exc:  # labels that cannot be sorted, NaN
+            raise InvalidParameterError(
+                "The 'classes' parameter of DPLogisticRegression must hold discrete class "
+                "labels of one type that can be sorted (integers, whole-number floats, strings "
+                f"or booleans); got {list(self.classes)!r} ({exc})."
+            ) from None
         if kind not in ("binary", "multiclass"):
             # Refused here, from the parameter alone: accepted, a label 0.5
             # would pass as a class and then fail scikit-learn's target check
@@ -649,6 +670,14 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
         rounded probabilities: confidently wrong rows get their finite log
         probability (``log(1 - expit(z))`` is ``-inf`` from z = 17 in float32
         and z = 37 in float64).
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
         """
         scores = self.decision_function(X)
         if scores.ndim == 1:

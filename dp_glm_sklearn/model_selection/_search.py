@@ -1199,8 +1199,9 @@ class DPGridSearchCV(_BaseDPSearch):
     ...     accountant=acc, random_state=0).fit(X, y)
     >>> search.best_params_
     {{'norm_bound': 10.0}}
-    >>> search.privacy_spent_
-    (1.0..., 1e-05)
+    >>> epsilon, delta = search.privacy_spent_
+    >>> round(epsilon, 6), delta
+    (1.0, 1e-05)
     >>> bool(search.score(X, y) > 0.9)
     True
     >>> "mean_test_score" in search.cv_results_   # no raw score is kept
@@ -1516,8 +1517,9 @@ class DPRandomizedSearchCV(_BaseDPSearch):
     ...     DPLinearRegression(feature_norm=1.5, y_bound=1.0),
     ...     {{"norm_bound": [0.3, 1.0, 3.0, 10.0]}}, epsilon=2.0, delta=1e-5,
     ...     mean_candidates=4, random_state=0).fit(X, y)
-    >>> search.privacy_spent_
-    (2.0..., 1e-05)
+    >>> epsilon, delta = search.privacy_spent_
+    >>> round(epsilon, 6), delta
+    (2.0, 1e-05)
     >>> len(search.cv_results_["params"])
     1
     """
