@@ -2,6 +2,12 @@
 
 import numpy as np
 import pytest
+from hypothesis import settings
+
+# Property tests draw the same examples on every run (a seed derived from each
+# test), so a CI result is reproducible; no example database is written.
+settings.register_profile("dp_glm_sklearn", derandomize=True, database=None)
+settings.load_profile("dp_glm_sklearn")
 
 
 @pytest.fixture(scope="session")

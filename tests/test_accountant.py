@@ -118,7 +118,8 @@ def test_spending_exactly_the_budget_is_allowed():
     assert acc.remaining()[0] == pytest.approx(0.0, abs=1e-8)
     with pytest.raises(BudgetExceededError):
         acc.spend(PureDPEvent(1e-3))
-    assert acc.remaining()[0] >= 0.0
+    assert len(acc.history) == 2  # the refusal recorded nothing
+    assert acc.spent()[0] == pytest.approx(1.0, rel=1e-9)
 
 
 def test_history_records_and_events():
@@ -366,6 +367,45 @@ def test_default_accountant():
             pass
 
 
+def test_default_blocks_may_end_in_any_order():
+    # Each block restored the default it saw on entry: two blocks (two
+    # threads) ending in entry order left the second block's fits charged to
+    # the built-in default, and the first block's accountant installed for good.
+    builtin = get_default_accountant()
+    a, b = PrivacyAccountant(epsilon=1.0), PrivacyAccountant(epsilon=1.0)
+    block_a, block_b = default_accountant(a), default_accountant(b)
+    block_a.__enter__()
+    block_b.__enter__()
+    assert get_default_accountant() is b
+    block_a.__exit__(None, None, None)
+    assert get_default_accountant() is b  # b's block is still open
+    block_b.__exit__(None, None, None)
+    assert get_default_accountant() is builtin
+    # The same with two threads, each fitting inside its own block.
+    a_in, b_in, a_done = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def first():  # enters first, ends first
+        with default_accountant(a):
+            a_in.set()
+            b_in.wait()
+        a_done.set()
+
+    def second():
+        a_in.wait()
+        with default_accountant(b):
+            b_in.set()
+            a_done.wait()
+            seen["b"] = get_default_accountant()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert seen["b"] is b and get_default_accountant() is builtin
+
+
 def test_budget_slack_is_rounding_only():
     # A budget spent exactly (four Gaussian halves compose to the budget's mu)
     # is accepted; a further fit of epsilon 3e-9 is not (a slack of 1e-9, as
@@ -389,7 +429,7 @@ def test_delta_zero_is_for_pure_dp_ledgers_and_refuses_gaussian_releases_clearly
     assert acc.spent() == (pytest.approx(0.8), 0.0)
     with pytest.raises(BudgetExceededError, match=r"delta=0 admits no Gaussian release") as info:
         acc.spend(GaussianEvent(0.1))
-    assert "delta in (0, 1]" in str(info.value)
+    assert "delta in (0, 1)" in str(info.value)
     assert len(acc.history) == 2
     # A refusal that delta does not explain keeps the plain message.
     with pytest.raises(BudgetExceededError) as info:
@@ -397,3 +437,7 @@ def test_delta_zero_is_for_pure_dp_ledgers_and_refuses_gaussian_releases_clearly
     assert "Gaussian" not in str(info.value)
     with pytest.raises(ValueError, match=r"delta must be a number in \[0.0, 1.0\]"):
         PrivacyAccountant(epsilon=1.0, delta=-1e-9)
+    # delta = 1: every release costs epsilon 0 there, a mistyped delta would
+    # have turned the budget off.
+    with pytest.raises(ValueError, match=r"delta must be a number in \[0, 1\), got 1.0"):
+        PrivacyAccountant(epsilon=0.0, delta=1.0)

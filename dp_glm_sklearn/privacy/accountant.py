@@ -147,7 +147,7 @@ class PrivacyAccountant:
     epsilon : float, default=np.inf
         Budget: the largest total epsilon allowed, in ``[0, inf]``.
     delta : float, default=1e-6
-        The delta at which the total is measured, in ``[0, 1]``.  Use
+        The delta at which the total is measured, in ``[0, 1)``.  Use
         ``delta`` well below ``1 / n_samples``.  ``delta=0`` is accepted for
         a ledger of pure-DP releases only (:class:`~.events.PureDPEvent`, or
         :class:`~.events.ApproxDPEvent` with ``delta=0``, which compose to a
@@ -210,6 +210,9 @@ class PrivacyAccountant:
     def __init__(self, epsilon=np.inf, delta=1e-6):
         self._epsilon = _check_real("epsilon", epsilon)
         self._delta = _check_real("delta", delta, high=1.0)
+        if self._delta == 1.0:  # every mechanism is (0, 1)-DP: no budget at all
+            raise ValueError("delta must be a number in [0, 1), got 1.0: at delta = 1 every "
+                             "release costs epsilon 0 and the budget would refuse nothing.")
         self._records = []
         self._lock = threading.Lock()
         self._uid = uuid.uuid4().hex
@@ -317,7 +320,7 @@ class PrivacyAccountant:
                     "mechanism (every fit of the DP estimators) is (epsilon, delta)-DP "
                     "only for delta > 0, so it costs epsilon=inf at delta=0. delta=0 "
                     "suits ledgers of pure-DP events only; to charge Gaussian releases, "
-                    "create the PrivacyAccountant with delta in (0, 1], e.g. delta=1e-6."
+                    "create the PrivacyAccountant with delta in (0, 1), e.g. delta=1e-6."
                 )
             raise BudgetExceededError(
                 f"privacy budget exceeded: budget (epsilon={self._epsilon:.6g}, "
@@ -509,15 +512,22 @@ def _format_table(columns, rows, summary):
 
 
 _DEFAULT_LOCK = threading.Lock()
-_default = None
 _builtin_default = None
+# The active default_accountant blocks, oldest first, as (token, accountant):
+# the newest one still open is the default.  A block removes its own entry on
+# exit, so blocks in several threads may end in any order (restoring the
+# default saved on entry would reinstate an ended block, and drop one that is
+# still open).
+_blocks = []
 
 
 def _default_locked():
-    global _default, _builtin_default
-    if _default is None:
-        _default = _builtin_default = PrivacyAccountant()
-    return _default
+    global _builtin_default
+    if _blocks:
+        return _blocks[-1][1]
+    if _builtin_default is None:
+        _builtin_default = PrivacyAccountant()
+    return _builtin_default
 
 
 def _user_default_accountant():
@@ -636,9 +646,12 @@ class _DefaultAccountantMixin:
 def default_accountant(accountant):
     """Make ``accountant`` the default accountant inside a ``with`` block.
 
-    The previous default is restored on exit.  The default is a process-wide
-    global, not a thread-local or context variable: while the block runs,
-    other threads and asynchronous tasks see ``accountant`` as the default too.
+    The default is a process-wide global, not a thread-local or context
+    variable: while the block runs, other threads and asynchronous tasks see
+    ``accountant`` as the default too.  With several blocks open at once (in
+    several threads), the one entered last and not yet ended is the default;
+    they may end in any order.  After the last one ends, the built-in default
+    (:func:`get_default_accountant`) is back.
 
     Parameters
     ----------
@@ -660,12 +673,11 @@ def default_accountant(accountant):
     """
     if not isinstance(accountant, PrivacyAccountant):
         raise TypeError(f"accountant must be a PrivacyAccountant, got {accountant!r}.")
-    global _default
+    token = object()
     with _DEFAULT_LOCK:
-        previous = _default_locked()
-        _default = accountant
+        _blocks.append((token, accountant))
     try:
         yield accountant
     finally:
         with _DEFAULT_LOCK:
-            _default = previous
+            _blocks[:] = [block for block in _blocks if block[0] is not token]
