@@ -293,7 +293,15 @@ def test_certified_minimizer_restarts_a_solver_breakdown_from_the_centre(monkeyp
     # A sensitivity underflowing to 0 released the minimizer as GaussianEvent(mu=0).
     (lambda: DPLogisticRegression(method="output_perturbation", feature_norm=1e-100,
                                   l2_regularization=1e300, classes=[0, 1]),
-     "below the smallest float"),
+     "below the smallest normal float"),
+    # Subnormal: the step bound was inf / inf (a bare "cannot convert float NaN").
+    (lambda: DPLogisticRegression(method="output_perturbation", feature_norm=1e-100,
+                                  l2_regularization=1e205, classes=[0, 1]),
+     "below the smallest normal float"),
+    # The accuracy (1e-3 of it) underflowed to 0: the solver's point went uncertified.
+    (lambda: DPLogisticRegression(method="output_perturbation", feature_norm=1e-100,
+                                  l2_regularization=1e220, classes=[0, 1]),
+     "below the smallest normal float"),
 ])
 def test_extreme_output_perturbation_settings_are_refused_before_the_charge(make, match):
     X, y = make_classification(n_samples=100, n_features=4, random_state=0)

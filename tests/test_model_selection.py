@@ -945,13 +945,20 @@ def test_scoring_that_does_not_fit_the_estimator_is_refused_before_any_charge(
 @pytest.mark.parametrize("distributions, match", [
     ({"norm_bound": [1.0, -2.0]}, "norm_bound"),
     ({"no_such_parameter": [1.0]}, "no_such_parameter"),
+    # Valid values whose public plan is refused (bounds, calibration): these
+    # were checked on the drawn candidates only, so whether the search
+    # raised depended on the draws, and on the secret K.
+    ({"norm_bound": [1.0, 1e200]}, "too large or too small"),
+    ({"method": ["noisy_gd", "output_perturbation"], "l2_regularization": [1.0, 1e300]},
+     "below the smallest normal float"),
 ])
 def test_randomized_search_checks_every_listed_value_before_any_charge(
         reg_data, distributions, match):
     # Without the check, [1.0, -2.0] failed only for seeds that drew -2.0.
-    for seed in range(4):
+    for seed in range(8):
         acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
-        search = DPRandomizedSearchCV(_reg(), distributions, mean_candidates=2.0,
+        search = DPRandomizedSearchCV(_reg().set_params(feature_norm=1e-100), distributions,
+                                      mean_candidates=2.0,
                                       epsilon=1.0, delta=DELTA, accountant=acc,
                                       random_state=seed)
         with pytest.raises(ValueError, match=match):

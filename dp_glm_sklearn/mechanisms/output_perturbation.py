@@ -59,6 +59,7 @@ The number of solver iterations depends on the data and is not reported:
 """
 
 import math
+import sys
 
 import numpy as np
 
@@ -113,13 +114,15 @@ def calibrate_output_perturbation(problem, epsilon, delta, l2=None):
         main = 2.0 * problem.lipschitz / (lam * problem.n_samples)
         accuracy = OPTIMIZATION_ACCURACY_RATIO * main
         sensitivity = main + 2.0 * accuracy
-        if not sensitivity > 0.0:
+        if not accuracy >= sys.float_info.min:
             # Underflow (l2_regularization=1e300 with feature_norm=1e-100): a
             # sensitivity of 0 would release the minimizer without noise as
-            # if it revealed nothing, which its last bits need not.
+            # if it revealed nothing, which its last bits need not; a
+            # subnormal or zero accuracy (1e-3 of it) cannot be certified.
             raise ValueError(
                 f"method='output_perturbation' with l2_regularization={lam:.3g} at these "
-                "bounds has a sensitivity below the smallest float (far apart scales); "
+                "bounds has a sensitivity near or below the smallest normal float (far apart "
+                "scales); "
                 "pass a smaller l2_regularization, or rescale the data so that the bounds "
                 "are moderate.")
     else:
@@ -163,7 +166,8 @@ def guaranteed_steps(problem, l2, accuracy):
         return 0
     L = problem.smoothness + l2
     rate = -math.log1p(-l2 / L) if l2 < L else math.inf
-    return int(math.ceil(max(0.0, math.log(4.0 * problem.norm_bound / accuracy)) / rate))
+    steps = max(0.0, math.log(4.0 * problem.norm_bound / accuracy)) / rate
+    return int(math.ceil(steps)) if math.isfinite(steps) else math.inf  # inf: refused
 
 
 def certified_minimizer(objective, l2, accuracy, max_steps):

@@ -64,6 +64,7 @@ shown anywhere.
 """
 
 import inspect
+import itertools
 import math
 import os
 import warnings
@@ -153,6 +154,9 @@ _REFIT_SHARE = 0.5
 #: R^2 at epsilon 3 from 0.62 to 0.645 and changed no other cell by more than
 #: noise: with many records, pass ``validation_fraction=0.3``.
 _VALIDATION_FRACTION = 0.5
+# A random search checks every combination of its listed values before the
+# charge up to this many (each check validates X once), else each value once.
+_MAX_CHECKED_COMBINATIONS = 256
 
 #: Scores of bounded sensitivity a search can select on.
 SCORINGS = ("accuracy", "loss", "neg_mean_absolute_error", "neg_mean_squared_error")
@@ -844,7 +848,9 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         # Parts are public: norm_bound="auto" needs 2 samples in each training part.
         smallest = min((len(train) for train, _ in parts), default=None)
         heads, probed, plans = {}, set(), []
-        for params in candidates:
+        # Every value that could be drawn, then the draws: whether the random
+        # search refuses a listed value must not depend on its secret K.
+        for params in itertools.chain(self._possible_candidates(candidates), candidates):
             own = {k: v for k, v in params.items() if k.startswith(slot.prefix)}
             rest = {k: v for k, v in params.items() if not k.startswith(slot.prefix)}
             own_key, head_key = _params_key(own), _params_key(rest)
@@ -902,7 +908,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         self._show_candidate_warnings(caught)
 
     def _possible_candidates(self, candidates):
-        """The candidates whose preprocessing steps the leak warning looks at."""
+        """The settings checked before the charge besides the candidates themselves."""
         return candidates
 
     def _validation_size(self, n_samples):
@@ -1592,12 +1598,21 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         return plan
 
     def _possible_candidates(self, candidates):
-        # Every value any list could give, not the draws: which steps were
-        # drawn depends on K, which the search keeps secret.
-        return [setting for dist in _check_distributions(self.param_distributions)
-                for setting in _one_change_settings({
-                    name: list(values) for name, values in dist.items()
-                    if not hasattr(values, "rvs")})]
+        # What the lists could give, not the draws: which were drawn depends
+        # on K, which the search keeps secret.  Every combination of listed
+        # values when there are at most _MAX_CHECKED_COMBINATIONS (a value
+        # may be refused only next to another: output perturbation with a
+        # huge l2_regularization), else each listed value once.
+        settings = []
+        for dist in _check_distributions(self.param_distributions):
+            listed = {name: list(values) for name, values in dist.items()
+                      if not hasattr(values, "rvs")}
+            if math.prod(len(values) for values in listed.values()) \
+                    <= _MAX_CHECKED_COMBINATIONS:
+                settings += list(ParameterGrid(listed))
+            else:
+                settings += _one_change_settings(listed)
+        return settings
 
     @fit_context(prefer_skip_nested_validation=False)
     @_clones_draw_nothing
