@@ -143,8 +143,12 @@ def main(argv=None):
                         help="runs per side for the selection mechanisms")
     parser.add_argument("--quick", action="store_true",
                         help="the test suite's run counts (4000 / 15000 / 30000 per side)")
-    parser.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "audit.txt"))
+    parser.add_argument("--output", default=None,
+                        help="default: benchmarks/results/audit.txt (audit_quick.txt with --quick)")
     args = parser.parse_args(argv)
+    if args.output is None:
+        name = "audit_quick.txt" if args.quick else "audit.txt"
+        args.output = str(ROOT / "benchmarks" / "results" / name)
     test_runs = {name: n for name, (_, n) in CASES.items()}
     if args.quick:
         gaussian_runs = test_runs["noisy_gd"]

@@ -8,7 +8,7 @@ Pairs, on synthetic data with n in {1e4, 1e5, 1e6} and d = 100 (float64):
 
 all with their default parameters except the DP estimators' public bounds
 (``epsilon=1``; ``max_iter`` default: ``default_max_iter`` caps the noisy GD
-steps at ``clip(3e6 / n, 30, 100)``, i.e. 100 steps at n = 1e4 and 30 at
+steps at ``clip(5e6 / n, 50, 100)``, i.e. 100 steps at n = 1e4 and 50 at
 n = 1e5 and 1e6).
 
 Data: rows with an AR(1) correlation between neighbouring features
@@ -365,8 +365,11 @@ def main(argv=None):
         "", table(rows),
         "", f"total {time.perf_counter() - start:.0f} s"])
     print("\n" + text)
-    stem = "speed" + (f"_{args.threads}thread" if args.threads else "") + (
-        f"_maxiter{args.max_iter}" if args.max_iter else "")
+    # Runs other than the defaults save under their own names (a --quick run
+    # does not overwrite the full one).
+    stem = "speed" + (f"_d{args.d}" if args.d != 100 else "") + (
+        f"_{args.threads}thread" if args.threads else "") + (
+        f"_maxiter{args.max_iter}" if args.max_iter else "") + ("_quick" if args.quick else "")
     (out / f"{stem}.txt").write_text(text + "\n")
     csv = ["task,impl,n,d,X_bytes,time_min,cpu_min,times,n_iter,peak_rss_extra,tracemalloc_peak,"
            "load"]

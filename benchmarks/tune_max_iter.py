@@ -10,16 +10,21 @@ Run: ``python benchmarks/tune_max_iter.py [--quick]``
 """
 
 import argparse
+import math
 import pathlib
+import sys
 import warnings
 
 import numpy as np
 
-from dp_glm_sklearn._demo import DATASETS, evaluate
-from dp_glm_sklearn.mechanisms.noisy_gd import default_max_iter
-from dp_glm_sklearn.privacy.calibration import gdp_mu
+HERE = pathlib.Path(__file__).parent
+sys.path.insert(0, str(HERE.parent))  # benchmark the checkout, installed or not
 
-RESULTS = pathlib.Path(__file__).parent / "results"
+from dp_glm_sklearn._demo import DATASETS, evaluate  # noqa: E402
+from dp_glm_sklearn.mechanisms.noisy_gd import default_max_iter  # noqa: E402
+from dp_glm_sklearn.privacy.calibration import gdp_mu  # noqa: E402
+
+RESULTS = HERE / "results"
 
 
 def main():
@@ -31,26 +36,36 @@ def main():
     epsilons = (0.3, 1.0, 3.0, 10.0)
     delta = 1e-5
     lines = [f"{'dataset':<14} {'eps':>5} {'rule T':>6} " + " ".join(f"T={t:<5}" for t in steps)]
+    spreads = [f"{'dataset':<14} {'eps':>5} {'':>6} "
+               + " ".join(f"T={t:<13}" for t in steps)]
     curves = {}
     for name, spec in DATASETS.items():
-        n_train = int(np.ceil(0.75 * len(spec["load"](return_X_y=True)[1])))
+        n = len(spec["load"](return_X_y=True)[1])
+        n_train = n - math.ceil(0.25 * n)  # train_test_split(test_size=0.25)
         for eps in epsilons:
             rule = default_max_iter(n_train, gdp_mu(eps, delta))
-            meds = []
+            meds, iqrs = [], []
             for T in steps:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")
                     res = evaluate(name, (eps,), n_splits=splits, n_seeds=seeds, delta=delta,
                                    max_iter=T)
                 meds.append(float(np.median(res[eps])))
+                iqrs.append(np.percentile(res[eps], [25, 75]))
             curves[(name, eps)] = meds
             best = steps[int(np.argmax(meds))]
             row = " ".join(f"{m:<7.3f}" for m in meds)
-            lines.append(f"{name:<14} {eps:>5g} {rule:>6d} {row}  best T={best}")
-    table = "\n".join(lines)
+            lines.append(f"{name:<14} {eps:>5g} {rule:>6d} {row}  highest median: T={best}")
+            spreads.append(f"{name:<14} {eps:>5g} {'':>6} "
+                           + " ".join(f"[{lo:6.3f},{hi:6.3f}]" for lo, hi in iqrs))
+    table = "\n".join(
+        [f"median test metric over {splits} splits x {seeds} noise seeds (delta = {delta:g})",
+         *lines, "", "interquartile range of the same fits (medians that differ by less than "
+         "these ranges are within the noise)", *spreads])
     print(table)
     RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "tune_max_iter.txt").write_text(table + "\n")
+    stem = "tune_max_iter_quick" if args.quick else "tune_max_iter"
+    (RESULTS / f"{stem}.txt").write_text(table + "\n")
     try:
         import matplotlib
 
@@ -68,7 +83,7 @@ def main():
         ax.set_title(name)
         ax.legend()
     fig.tight_layout()
-    fig.savefig(RESULTS / "tune_max_iter.png", dpi=100)
+    fig.savefig(RESULTS / f"{stem}.png", dpi=100)
 
 
 if __name__ == "__main__":

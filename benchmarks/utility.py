@@ -274,10 +274,11 @@ def main(argv=None):
     text = "\n".join(header) + "\n\n" + table + "\n\nIssue 2 targets:\n" + "\n".join(checks)
     print(text)
     print(f"\n{time.perf_counter() - start:.1f} s")
-    (out / "utility.txt").write_text(text + "\n")
-    save_csv(results, out / "utility.csv")
-    plot(results, EPSILONS, out / "utility.png")
-    print(f"saved {out / 'utility.txt'}, utility.csv, utility.png")
+    stem = "utility_quick" if args.quick else "utility"  # a quick run keeps the full one
+    (out / f"{stem}.txt").write_text(text + "\n")
+    save_csv(results, out / f"{stem}.csv")
+    plot(results, EPSILONS, out / f"{stem}.png")
+    print(f"saved {out / stem}.txt, .csv, .png")
     return 0
 
 

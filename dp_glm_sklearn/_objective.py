@@ -25,15 +25,18 @@ from threadpoolctl import ThreadpoolController
 
 from .losses import SquaredLoss
 
-# Rows per block of the gradient kernel.  A dense block of about 2 MB stays in
-# cache between the two products ``X_b @ W`` and ``X_b.T @ D``, so each step
-# reads X from memory once; smaller blocks cost more in Python overhead than
-# they gain in cache (benchmarks/speed.py).  Sparse blocks have a fixed number
-# of rows, not of stored values: the blocks (hence the order in which partial
-# sums are added, and the threading below) must depend on the public shape
-# (n, d) only, never on the data's sparsity pattern.  A block is a slice of X,
-# so its memory is at most that of X.
-_BLOCK_BYTES = 2**21
+# Rows per block of the gradient kernel.  A dense block of about 8 MB stays
+# in the last-level cache between the two products ``X_b @ W`` and
+# ``X_b.T @ D``, so each step reads X from memory once.  Smaller blocks cost
+# more in Python overhead than they gain in cache, most with two threads,
+# which contend for the interpreter between their BLAS calls: a threaded
+# logistic pass over a 320 MB X took 39 ms with 2 MB blocks and 28 ms with
+# 8 MB ones (alone, one thread: 47 ms either way; benchmarks/speed.py).
+# Sparse blocks have a fixed number of rows, not of stored values: the blocks
+# (hence the order in which partial sums are added, and the threading below)
+# must depend on the public shape (n, d) only, never on the data's sparsity
+# pattern.  A block is a slice of X, so its memory is at most that of X.
+_BLOCK_BYTES = 2**23
 _SPARSE_BLOCK_ROWS = 2**13
 # A pass over a dense X of at least _PARALLEL_BYTES (a sparse X of at least
 # _SPARSE_PARALLEL_ROWS rows) is cut into _N_GROUPS groups of
