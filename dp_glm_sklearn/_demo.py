@@ -20,13 +20,16 @@ from sklearn.preprocessing import StandardScaler
 
 from .linear_model import DPHuberRegressor, DPLinearRegression, DPLogisticRegression
 
-#: Public bounds for the bundled data sets, from their documentation, not
-#: from the data: after standardization each feature is a few standard
-#: deviations at most, so a row has norm about sqrt(d) (rounded up: 3.5 for
-#: diabetes' 10 features, 4 for breast_cancer's 30 after clipping to it);
-#: diabetes' target is documented as an integer between 25 and 346.
-#: The norm bound B is a modelling choice (``norm_bound="auto"`` or
-#: ``DPGridSearchCV`` choose it privately). Diabetes is fitted twice: least
+#: Bounds for the bundled data sets.  From their documentation: diabetes'
+#: target is an integer between 25 and 346, breast_cancer's classes are 0
+#: and 1.  Chosen by us, knowing the data (so the table shows what
+#: well-chosen bounds give): after standardization a row has norm about
+#: sqrt(d), and ``feature_norm`` is 3.5 for diabetes' 10 features and 4 for
+#: breast_cancer's 30 (below sqrt(30) = 5.5: most of its rows are clipped,
+#: which did better than 6 or 8); the norm bounds 40 and 5 (for diabetes the
+#: best of ``benchmarks/model_selection.py``'s grid in hindsight;
+#: ``norm_bound="auto"`` or ``DPGridSearchCV`` choose B privately, at a cost
+#: in utility: the README's model-selection table). Diabetes is fitted twice: least
 #: squares, whose noise grows with ``B * X + Y``, and Huber regression with
 #: its default threshold (a quarter of the label range), whose noise does not.
 DATASETS = {

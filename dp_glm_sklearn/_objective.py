@@ -53,6 +53,10 @@ _N_GROUPS = 16
 # Gram matrix A^T A costs about as much as a few passes over X (one BLAS
 # ``syrk``, compute-bound) and every later step costs O(d^2) instead of O(nd).
 _GRAM_MAX_PARAMS = 256
+# Beyond that, building it costs about k / 13 passes over X (k parameters;
+# measured at d = 300..2000 on benchmarks/speed.py's data): worth it when a
+# fit announces at least k / _GRAM_PARAMS_PER_PASS passes (expect_passes).
+_GRAM_PARAMS_PER_PASS = 12
 
 
 #: Largest public bound (feature_norm, norm_bound, y_bound) a problem accepts.
@@ -324,7 +328,8 @@ class GLMObjective:
         self._lipschitz = problem.lipschitz  # constants: read once, not per block
         self._max_aug_norm = float(self.aug_norms.max()) if n else 0.0
         k = d + int(problem.fit_intercept)
-        self._gram_ok = type(problem.loss) is SquaredLoss and k <= _GRAM_MAX_PARAMS and n >= 2 * k
+        self._gram_possible = type(problem.loss) is SquaredLoss and n >= 2 * k
+        self._gram_ok = self._gram_possible and k <= _GRAM_MAX_PARAMS
         # Labels within the public bound: with ||theta|| <= B every residual is
         # at most B X_aug + Y, so the safety net provably rescales nothing.
         self._labels_bounded = bool(n) and float(np.max(np.abs(y))) <= problem.y_bound
@@ -464,6 +469,17 @@ class GLMObjective:
                 return results
         finally:
             _PASS_LOCK.release()
+
+    def expect_passes(self, n_passes):
+        """Announce ``n_passes`` calls of :meth:`gradient` (a public number of steps).
+
+        Enough of them pay for the squared loss's Gram matrix of up to
+        ``_GRAM_PARAMS_PER_PASS * n_passes`` parameters.  The choice depends
+        on the public shape and step count only.
+        """
+        k = int(np.prod(self.problem.theta_shape))
+        if self._gram_possible and k <= _GRAM_PARAMS_PER_PASS * int(n_passes):
+            self._gram_ok = True
 
     def gradient(self, theta, clip=True):
         """Average gradient over the data set (one pass over X).
