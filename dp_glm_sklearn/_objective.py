@@ -25,18 +25,15 @@ from threadpoolctl import ThreadpoolController
 
 from .losses import SquaredLoss
 
-# Rows per block of the gradient kernel.  A dense block of about 8 MB stays
-# in the last-level cache between the two products ``X_b @ W`` and
-# ``X_b.T @ D``, so each step reads X from memory once.  Smaller blocks cost
-# more in Python overhead than they gain in cache, most with two threads,
-# which contend for the interpreter between their BLAS calls: a threaded
-# logistic pass over a 320 MB X took 39 ms with 2 MB blocks and 28 ms with
-# 8 MB ones (alone, one thread: 47 ms either way; benchmarks/speed.py).
-# Sparse blocks have a fixed number of rows, not of stored values: the blocks
-# (hence the order in which partial sums are added, and the threading below)
-# must depend on the public shape (n, d) only, never on the data's sparsity
-# pattern.  A block is a slice of X, so its memory is at most that of X.
-_BLOCK_BYTES = 2**23
+# Rows per block of the gradient kernel.  A dense block of about 2 MB stays in
+# cache between the two products ``X_b @ W`` and ``X_b.T @ D``, so each step
+# reads X from memory once; smaller blocks cost more in Python overhead than
+# they gain in cache (benchmarks/speed.py).  Sparse blocks have a fixed number
+# of rows, not of stored values: the blocks (hence the order in which partial
+# sums are added, and the threading below) must depend on the public shape
+# (n, d) only, never on the data's sparsity pattern.  A block is a slice of X,
+# so its memory is at most that of X.
+_BLOCK_BYTES = 2**21
 _SPARSE_BLOCK_ROWS = 2**13
 # A pass over a dense X of at least _PARALLEL_BYTES (a sparse X of at least
 # _SPARSE_PARALLEL_ROWS rows) is cut into _N_GROUPS groups of
@@ -53,10 +50,6 @@ _N_GROUPS = 16
 # Gram matrix A^T A costs about as much as a few passes over X (one BLAS
 # ``syrk``, compute-bound) and every later step costs O(d^2) instead of O(nd).
 _GRAM_MAX_PARAMS = 256
-# Beyond that, building it costs about k / 13 passes over X (k parameters;
-# measured at d = 300..2000 on benchmarks/speed.py's data): worth it when a
-# fit announces at least k / _GRAM_PARAMS_PER_PASS passes (expect_passes).
-_GRAM_PARAMS_PER_PASS = 12
 
 
 #: Largest public bound (feature_norm, norm_bound, y_bound) a problem accepts.
@@ -328,8 +321,7 @@ class GLMObjective:
         self._lipschitz = problem.lipschitz  # constants: read once, not per block
         self._max_aug_norm = float(self.aug_norms.max()) if n else 0.0
         k = d + int(problem.fit_intercept)
-        self._gram_possible = type(problem.loss) is SquaredLoss and n >= 2 * k
-        self._gram_ok = self._gram_possible and k <= _GRAM_MAX_PARAMS
+        self._gram_ok = type(problem.loss) is SquaredLoss and k <= _GRAM_MAX_PARAMS and n >= 2 * k
         # Labels within the public bound: with ||theta|| <= B every residual is
         # at most B X_aug + Y, so the safety net provably rescales nothing.
         self._labels_bounded = bool(n) and float(np.max(np.abs(y))) <= problem.y_bound
@@ -469,17 +461,6 @@ class GLMObjective:
                 return results
         finally:
             _PASS_LOCK.release()
-
-    def expect_passes(self, n_passes):
-        """Announce ``n_passes`` calls of :meth:`gradient` (a public number of steps).
-
-        Enough of them pay for the squared loss's Gram matrix of up to
-        ``_GRAM_PARAMS_PER_PASS * n_passes`` parameters.  The choice depends
-        on the public shape and step count only.
-        """
-        k = int(np.prod(self.problem.theta_shape))
-        if self._gram_possible and k <= _GRAM_PARAMS_PER_PASS * int(n_passes):
-            self._gram_ok = True
 
     def gradient(self, theta, clip=True):
         """Average gradient over the data set (one pass over X).
