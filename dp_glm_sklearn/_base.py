@@ -39,9 +39,6 @@ from .privacy.accountant import PrivacyAccountant, _check_release, _DefaultAccou
 from .privacy.calibration import gdp_mu
 from .privacy.events import GaussianEvent, compose
 
-#: The fitted attributes ``fit`` sets from X and y before the privacy charge.
-_INPUT_ATTRIBUTES = ("n_features_in_", "feature_names_in_", "classes_")
-
 
 def default_delta(n_samples):
     """Default delta: ``min(1e-5, n**-1.5)``, well below ``1/n``.
@@ -299,10 +296,12 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
 
             return fit_auto_norm_bound(self, X, y)
 
-        # What _validated and _encode_targets set, as before this fit: a fit
-        # refused before the charge leaves the estimator as it was (unfitted,
-        # or with its previous fit intact).
-        before = {name: self.__dict__[name] for name in _INPUT_ATTRIBUTES if name in self.__dict__}
+        # A fit that fails leaves the estimator as it was, unfitted or with its
+        # previous fit intact, whether it was refused before the charge (bad
+        # input, a bound, an option under warnings-as-errors, or another fit
+        # on the same accountant got there first) or failed after it (the
+        # charge stays recorded): nothing read from this X and y stays behind.
+        state = dict(self.__dict__)
         try:
             X, y = self._validated(X, y)
             # numpy's floating-point errors are ignored from here to the
@@ -317,21 +316,16 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
                 warn_user(message, UserWarning)
             accountant._record(calibration.events,
                                source=f"{type(self).__name__}(method={method!r})")
+            with np.errstate(all="ignore"):
+                theta, n_iter = train(method, GLMObjective(problem, X, y_enc), calibration,
+                                      _rng(self.random_state))
+                # (float32 X: a noisy theta beyond float32's range becomes inf
+                # here, not an error after the charge under np.seterr("raise").)
+                self._set_coef(theta, problem, y_offset, X.dtype)
         except BaseException:
-            # Refused before the charge (bad input, a bound, an option under
-            # warnings-as-errors, or another fit on the same accountant got
-            # there first): no attribute read from this X and y stays behind
-            # (classes_ among them).
-            for name in _INPUT_ATTRIBUTES:
-                self.__dict__.pop(name, None)
-            self.__dict__.update(before)
+            self.__dict__.clear()
+            self.__dict__.update(state)
             raise
-        with np.errstate(all="ignore"):
-            theta, n_iter = train(method, GLMObjective(problem, X, y_enc), calibration,
-                                  _rng(self.random_state))
-            # (float32 X: a noisy theta beyond float32's range becomes inf
-            # here, not an error after the charge under np.seterr("raise").)
-            self._set_coef(theta, problem, y_offset, X.dtype)
         self.norm_bound_ = problem.norm_bound
         self.n_iter_ = int(n_iter)
         self.method_ = method

@@ -24,6 +24,7 @@ from dp_glm_sklearn import (
     PrivacyAccountant,
     PrivacyLeakWarning,
 )
+from dp_glm_sklearn import _base as base_module
 from dp_glm_sklearn._objective import GLMObjective, PublicProblem
 from dp_glm_sklearn.losses import HuberLoss, LogisticLoss, MultinomialLoss, SquaredLoss
 from dp_glm_sklearn.privacy.calibration import gdp_mu
@@ -387,6 +388,26 @@ def test_a_refit_refused_before_the_charge_keeps_the_previous_fit(Est):
         assert est.__dict__[name] is value, name
     with pytest.raises(ValueError, match="X has 2 features"):
         est.predict(X[:, :2])
+    # The same for a fit that fails after the charge (say, out of memory while
+    # training on 5 features): the charge stays, the previous fit is kept.
+    acc = PrivacyAccountant()
+    est.set_params(accountant=acc)
+    fitted = dict(est.__dict__)
+    wider = np.hstack([X, X[:, :2]])
+
+    def out_of_memory(*args, **kwargs):
+        raise MemoryError("no memory left")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(base_module, "train", out_of_memory)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)
+            with pytest.raises(MemoryError):
+                est.fit(wider, y)
+    assert len(acc.history) == 1
+    assert est.__dict__.keys() == fitted.keys()
+    assert all(est.__dict__[name] is value for name, value in fitted.items())
+    assert est.n_features_in_ == 3 and est.predict(X[:2]).shape == (2,)
     # A first fit refused leaves the estimator unfitted (no attribute read from y).
     fresh = Est(feature_norm=3.0)
     with warnings.catch_warnings():

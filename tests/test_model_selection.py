@@ -966,6 +966,31 @@ def test_randomized_search_checks_every_listed_value_before_any_charge(
         assert acc.history == []
 
 
+def test_randomized_search_checks_combinations_beyond_the_full_grid_and_uses_the_draws(
+        reg_data):
+    # 2 x 2 x 65 = 260 combinations: beyond the full product, every pair of
+    # values is checked (output perturbation with l2 1e300 is refused only
+    # next to each other); checking each value once let draws decide.
+    dists = {"method": ["noisy_gd", "output_perturbation"], "l2_regularization": [1.0, 1e300],
+             "max_iter": list(range(1, 66))}
+    for seed in range(4):
+        acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
+        search = DPRandomizedSearchCV(_reg().set_params(feature_norm=1e-100), dists,
+                                      epsilon=1.0, delta=DELTA, accountant=acc,
+                                      random_state=seed)
+        with pytest.raises(ValueError, match="below the smallest normal float"):
+            search.fit(*reg_data)
+        assert acc.history == []
+    # A distribution's parameter is checked at a public draw of it, not at the
+    # estimator's own value, which every draw overrides (that was refused).
+    from scipy.stats import loguniform
+    acc = PrivacyAccountant(delta=DELTA)
+    search = DPRandomizedSearchCV(_reg(norm_bound=1e200), {"norm_bound": loguniform(0.1, 10)},
+                                  epsilon=1.0, delta=DELTA, accountant=acc, random_state=0)
+    search.fit(*reg_data)
+    assert 0.1 <= search.best_params_["norm_bound"] <= 10 and len(acc.history) == 1
+
+
 def test_undeclared_classes_are_read_once_with_one_warning_at_the_callers_line():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(300, 3))

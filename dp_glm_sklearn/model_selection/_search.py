@@ -154,9 +154,12 @@ _REFIT_SHARE = 0.5
 #: R^2 at epsilon 3 from 0.62 to 0.645 and changed no other cell by more than
 #: noise: with many records, pass ``validation_fraction=0.3``.
 _VALIDATION_FRACTION = 0.5
-# A random search checks every combination of its listed values before the
-# charge up to this many (each check validates X once), else each value once.
+# A random search checks the public plan of every combination of its listed
+# values (and one public draw of each distribution) before the charge, up to
+# _MAX_CHECKED_COMBINATIONS; beyond, every pair of values of two parameters,
+# up to _MAX_CHECKED_PAIRS (a few ms each); else each value once.
 _MAX_CHECKED_COMBINATIONS = 256
+_MAX_CHECKED_PAIRS = 1024
 
 #: Scores of bounded sensitivity a search can select on.
 SCORINGS = ("accuracy", "loss", "neg_mean_absolute_error", "neg_mean_squared_error")
@@ -828,7 +831,8 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         """
         owner = slot.owner(self.estimator)
         _warn_overridden(self, owner)
-        _warn_fitted_preprocessing(self, slot, self._possible_candidates(candidates))
+        possible = self._possible_candidates(candidates)
+        _warn_fitted_preprocessing(self, slot, possible)
         _check_scoring(self.estimator, slot, self._scoring())
         _n_samples(y, type(self).__name__, what="y")
         X, y = indexable(X, y)
@@ -847,10 +851,10 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                              f"minimum of 1 is required by {type(self).__name__}.")
         # Parts are public: norm_bound="auto" needs 2 samples in each training part.
         smallest = min((len(train) for train, _ in parts), default=None)
-        heads, probed, plans = {}, set(), []
+        heads, checked, probed, plans = {}, {}, set(), []
         # Every value that could be drawn, then the draws: whether the random
         # search refuses a listed value must not depend on its secret K.
-        for params in itertools.chain(self._possible_candidates(candidates), candidates):
+        for params in itertools.chain(possible, candidates):
             own = {k: v for k, v in params.items() if k.startswith(slot.prefix)}
             rest = {k: v for k, v in params.items() if not k.startswith(slot.prefix)}
             own_key, head_key = _params_key(own), _params_key(rest)
@@ -873,16 +877,22 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                     f"part of {type(self).__name__} has {smallest} (n_samples="
                     f"{num_samples(X)})."
                 )
-            with warnings.catch_warnings():
-                # Not shown: one per distinct drawn candidate, they would
-                # count the random search's secret K.
-                warnings.simplefilter("ignore")
-                X_checked, y_checked = _validated_after(head, probe, Xt, y)
+            # The validation reads the estimator's classes only (its other
+            # parameters act in the public plan): once per preprocessing
+            # setting and classes.
+            key = (head_key, repr(probe.get_params().get("classes")))
+            if key not in checked:
+                with warnings.catch_warnings():
+                    # Not shown: one per distinct drawn candidate, they would
+                    # count the random search's secret K.
+                    warnings.simplefilter("ignore")
+                    checked[key] = _validated_after(head, probe, Xt, y)
+            X_checked, y_checked = checked[key]
             plans.append((probe, X_checked.shape[1]))
         fixed = {}
         if is_classifier(owner) and any(
                 slot.owner(_with_params(self.estimator, params)).classes is None
-                for params in self._possible_candidates(candidates)):
+                for params in possible):
             # Whether classes are read from y (one PrivacyLeakWarning) depends
             # on the candidates that could be drawn, not on those drawn.
             reader = clone(plans[-1][0]).set_params(classes=None)
@@ -1365,13 +1375,15 @@ def _check_distributions(param_distributions):
     return dists
 
 
-def _validate_distributions(estimator, dists, slot):
-    """Check every listed value (and one draw of every distribution) before the charge.
+def _checked_options(dists):
+    """Per dict of ``dists``: ``{name: values}`` to check before the charge.
 
-    A bad value would otherwise raise only if it happened to be drawn, after
-    the whole budget was spent.
+    Every value of a list; for a distribution, one public draw (a fixed
+    seed, independent of the data and of the search's own draws) and, for a
+    discrete scipy distribution, the finite ends of its support.
     """
-    check_rng = np.random.default_rng(0)  # public, data-independent draws
+    check_rng = np.random.default_rng(0)
+    checked = []
     for dist in dists:
         options = {}
         for name in sorted(dist):
@@ -1380,11 +1392,39 @@ def _validate_distributions(estimator, dists, slot):
                 options[name] = list(values)
             else:
                 options[name] = [values.rvs(random_state=check_rng)]
-                # Discrete scipy distributions attain the ends of their support.
                 if isinstance(getattr(values, "dist", None), rv_discrete):
                     options[name] += [int(end) if float(end).is_integer() else float(end)
                                       for end in values.support() if np.isfinite(end)]
+        checked.append(options)
+    return checked
+
+
+def _validate_distributions(estimator, dists, slot):
+    """Check every listed value (and one draw of every distribution) before the charge.
+
+    A bad value would otherwise raise only if it happened to be drawn, after
+    the whole budget was spent.
+    """
+    for options in _checked_options(dists):
         _validate_candidates(estimator, _one_change_settings(options), slot)
+
+
+def _combined_settings(options):
+    """Settings to check: every combination of ``options``, if at most
+    ``_MAX_CHECKED_COMBINATIONS``; else every pair of values of two
+    parameters (the others at their first option), if at most
+    ``_MAX_CHECKED_PAIRS``; else each value once (:func:`_one_change_settings`).
+    """
+    names = list(options)
+    if math.prod(len(options[name]) for name in names) <= _MAX_CHECKED_COMBINATIONS:
+        return list(ParameterGrid({name: options[name] for name in names}))
+    base = {name: values[0] for name, values in options.items()}
+    pairs = [{**base, a: u, b: v}
+             for i, a in enumerate(names) for b in names[i + 1:]
+             for u in options[a] for v in options[b]]
+    if len(pairs) <= _MAX_CHECKED_PAIRS:
+        return pairs
+    return _one_change_settings(options)
 
 
 def _one_change_settings(options):
@@ -1598,21 +1638,13 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         return plan
 
     def _possible_candidates(self, candidates):
-        # What the lists could give, not the draws: which were drawn depends
-        # on K, which the search keeps secret.  Every combination of listed
-        # values when there are at most _MAX_CHECKED_COMBINATIONS (a value
-        # may be refused only next to another: output perturbation with a
-        # huge l2_regularization), else each listed value once.
-        settings = []
-        for dist in _check_distributions(self.param_distributions):
-            listed = {name: list(values) for name, values in dist.items()
-                      if not hasattr(values, "rvs")}
-            if math.prod(len(values) for values in listed.values()) \
-                    <= _MAX_CHECKED_COMBINATIONS:
-                settings += list(ParameterGrid(listed))
-            else:
-                settings += _one_change_settings(listed)
-        return settings
+        # What could be drawn, not the draws: which were drawn depends on K,
+        # which the search keeps secret.  A value may be refused only next
+        # to another (output perturbation with a huge l2_regularization):
+        # combinations of the checked options (_combined_settings).
+        return [setting for options in _checked_options(
+                    _check_distributions(self.param_distributions))
+                for setting in _combined_settings(options)]
 
     @fit_context(prefer_skip_nested_validation=False)
     @_clones_draw_nothing
