@@ -31,9 +31,10 @@ Usage::
 
     python benchmarks/audit.py [--runs 20000] [--selection-runs 50000] [--quick]
 
-Prints the tables and saves them to ``benchmarks/results/audit.txt``. With the
-defaults it takes about five minutes on one core (``--quick``, the test
-suite's run counts: about two).
+Prints the tables and saves them to ``benchmarks/results/audit.txt``
+(``audit_quick.txt`` with ``--quick``). With the defaults it takes about
+eleven minutes on one core (``--quick``, the test suite's run counts: about
+two).
 """
 
 import argparse

@@ -241,7 +241,9 @@ def main(argv=None):
     header = [
         f"Test metric, median [25th, 75th percentile] over {n_splits} splits x {n_seeds} "
         f"noise seeds (non-private: median over the {n_splits} splits).",
-        f"dp_glm_sklearn: (epsilon, delta={DELTA:g})-DP, noisy GD, public bounds "
+        f"dp_glm_sklearn: (epsilon, delta={DELTA:g})-DP, method='auto' (noisy GD on these "
+        "data), bounds (y_bound and classes from the data sets' documentation, feature_norm "
+        "and norm_bound chosen knowing the data: benchmarks/README.md) "
         + "; ".join(f"{k}: {v['estimator'].__name__}({_kwargs(v['bounds'])})"
                     for k, v in DATASETS.items()) + ".",
         "non-private scikit-learn: "

@@ -29,8 +29,9 @@ def default_max_iter(n_samples, mu):
     The cap is a compute budget, ``cap(n) = clip(5e6 / n, 50, 100)``: 100
     steps up to n = 50,000, then about 5 million per-example gradients in
     all, and never fewer than 50 steps. Each step is a full pass over X, so
-    this keeps a logistic fit within about 2x of scikit-learn's non-private
-    lbfgs for n = 1e5..1e6 (``benchmarks/speed.py``). At such n the noise is
+    this keeps a logistic fit at about 2-2.5x the time of scikit-learn's
+    non-private lbfgs for n = 1e5..1e6 with two threads (1.6-2.5x on the
+    machines measured; ``benchmarks/speed.py``). At such n the noise is
     small and the steps are accelerated (:func:`momentum_steps`), but the
     fixed step ``1 / H`` is set by the worst-case curvature and real data
     are flatter, so the optimization error still decides: on
