@@ -278,7 +278,8 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         ------
         BudgetExceededError
             If the accountant cannot afford (epsilon, delta); nothing is
-            trained and the estimator stays unfitted.
+            trained and the estimator is left as it was (unfitted, or with
+            its previous fit).
         """
         if y is None:  # scikit-learn's words (norm_bound="auto" reads y first)
             raise ValueError(f"This {type(self).__name__} estimator requires y to be passed, "
@@ -322,15 +323,15 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
                 # (float32 X: a noisy theta beyond float32's range becomes inf
                 # here, not an error after the charge under np.seterr("raise").)
                 self._set_coef(theta, problem, y_offset, X.dtype)
+            self.norm_bound_ = problem.norm_bound
+            self.n_iter_ = int(n_iter)
+            self.method_ = method
+            self.privacy_events_ = list(calibration.events)
+            self.privacy_spent_ = (float(compose(self.privacy_events_, delta)), delta)
         except BaseException:
             self.__dict__.clear()
             self.__dict__.update(state)
             raise
-        self.norm_bound_ = problem.norm_bound
-        self.n_iter_ = int(n_iter)
-        self.method_ = method
-        self.privacy_events_ = list(calibration.events)
-        self.privacy_spent_ = (float(compose(self.privacy_events_, delta)), delta)
         return self
 
     def _public_plan(self, n_samples, n_features, loss, y_bound, epsilon, delta):

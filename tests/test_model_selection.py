@@ -981,6 +981,24 @@ def test_randomized_search_checks_combinations_beyond_the_full_grid_and_uses_the
         with pytest.raises(ValueError, match="below the smallest normal float"):
             search.fit(*reg_data)
         assert acc.history == []
+    # One parameter of 257 values (no pairs to form): each value once.  The
+    # pairs level returned nothing, so nothing was checked, and a classifier
+    # reading its classes from y then crashed.
+    values = [*np.linspace(1.0, 2.0, 256), 1e300]
+    for seed in range(4):
+        acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
+        search = DPRandomizedSearchCV(
+            _reg().set_params(feature_norm=1e-100, method="output_perturbation",
+                              max_iter=None), {"l2_regularization": values},
+            epsilon=1.0, delta=DELTA, accountant=acc, random_state=seed)
+        with pytest.raises(ValueError, match="below the smallest normal float"):
+            search.fit(*reg_data)
+        assert acc.history == []
+    X, y = reg_data
+    with pytest.warns(PrivacyLeakWarning):
+        DPRandomizedSearchCV(DPLogisticRegression(feature_norm=1.0),
+                             {"max_iter": list(range(1, 258))}, epsilon=1.0, delta=DELTA,
+                             accountant=PrivacyAccountant(), random_state=0).fit(X, y > 0)
     # A distribution's parameter is checked at a public draw of it, not at the
     # estimator's own value, which every draw overrides (that was refused).
     from scipy.stats import loguniform
@@ -989,6 +1007,26 @@ def test_randomized_search_checks_combinations_beyond_the_full_grid_and_uses_the
                                   epsilon=1.0, delta=DELTA, accountant=acc, random_state=0)
     search.fit(*reg_data)
     assert 0.1 <= search.best_params_["norm_bound"] <= 10 and len(acc.history) == 1
+
+
+def test_randomized_search_fits_preprocessing_at_most_64_ways_before_the_charge(
+        reg_data, monkeypatch):
+    # 32 x 32 step settings: the pairs level would fit the steps 1024 times
+    # (105 s on 300k rows); it is skipped for each value once (64).
+    from sklearn.preprocessing import FunctionTransformer
+
+    calls = []
+    probe = _search._probe_head
+    monkeypatch.setattr(_search, "_probe_head", lambda *a: calls.append(1) or probe(*a))
+    pipe = Pipeline([("a", FunctionTransformer(_scaled)),
+                     ("b", FunctionTransformer(_scaled)), ("dp", _reg())])
+    scales = [{"c": 1.0 - i / 100} for i in range(32)]
+    search = DPRandomizedSearchCV(pipe, {"a__kw_args": scales, "b__kw_args": scales},
+                                  epsilon=1.0, delta=DELTA, accountant=PrivacyAccountant(),
+                                  random_state=0)
+    search.fit(*reg_data)
+    # each value once (63 settings), then the draws (a few; the pairs: 1024)
+    assert 32 <= len(calls) < 128
 
 
 def test_undeclared_classes_are_read_once_with_one_warning_at_the_callers_line():
@@ -1828,6 +1866,10 @@ def _clip_rows(X):
 
 def _identity(X):
     return X
+
+
+def _scaled(X, c=1.0):
+    return X * c
 
 
 def test_a_fit_refused_before_the_charge_leaves_no_classes_behind():

@@ -157,9 +157,12 @@ _VALIDATION_FRACTION = 0.5
 # A random search checks the public plan of every combination of its listed
 # values (and one public draw of each distribution) before the charge, up to
 # _MAX_CHECKED_COMBINATIONS; beyond, every pair of values of two parameters,
-# up to _MAX_CHECKED_PAIRS (a few ms each); else each value once.
+# up to _MAX_CHECKED_PAIRS (a few ms each); else each value once.  A tier
+# that sets the preprocessing steps in more than _MAX_CHECKED_STEP_SETTINGS
+# ways is skipped: each is fitted on the data (on X and on each part).
 _MAX_CHECKED_COMBINATIONS = 256
 _MAX_CHECKED_PAIRS = 1024
+_MAX_CHECKED_STEP_SETTINGS = 64
 
 #: Scores of bounded sensitivity a search can select on.
 SCORINGS = ("accuracy", "loss", "neg_mean_absolute_error", "neg_mean_squared_error")
@@ -831,7 +834,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         """
         owner = slot.owner(self.estimator)
         _warn_overridden(self, owner)
-        possible = self._possible_candidates(candidates)
+        possible = self._possible_candidates(candidates, slot)
         _warn_fitted_preprocessing(self, slot, possible)
         _check_scoring(self.estimator, slot, self._scoring())
         _n_samples(y, type(self).__name__, what="y")
@@ -917,7 +920,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                            for m in fit_probe._unused_options(method, n_features)]
         self._show_candidate_warnings(caught)
 
-    def _possible_candidates(self, candidates):
+    def _possible_candidates(self, candidates, slot):
         """The settings checked before the charge besides the candidates themselves."""
         return candidates
 
@@ -1409,20 +1412,30 @@ def _validate_distributions(estimator, dists, slot):
         _validate_candidates(estimator, _one_change_settings(options), slot)
 
 
-def _combined_settings(options):
+def _combined_settings(options, is_own):
     """Settings to check: every combination of ``options``, if at most
     ``_MAX_CHECKED_COMBINATIONS``; else every pair of values of two
     parameters (the others at their first option), if at most
     ``_MAX_CHECKED_PAIRS``; else each value once (:func:`_one_change_settings`).
+    A tier is used only if it sets the preprocessing steps (the parameters
+    not ``is_own``, which are fitted on the data for each distinct setting)
+    in at most ``_MAX_CHECKED_STEP_SETTINGS`` ways.
     """
     names = list(options)
+
+    def affordable(settings):
+        steps = {_params_key({k: v for k, v in s.items() if not is_own(k)}) for s in settings}
+        return len(steps) <= _MAX_CHECKED_STEP_SETTINGS
+
     if math.prod(len(options[name]) for name in names) <= _MAX_CHECKED_COMBINATIONS:
-        return list(ParameterGrid({name: options[name] for name in names}))
+        full = list(ParameterGrid({name: options[name] for name in names}))
+        if affordable(full):
+            return full
     base = {name: values[0] for name, values in options.items()}
     pairs = [{**base, a: u, b: v}
              for i, a in enumerate(names) for b in names[i + 1:]
              for u in options[a] for v in options[b]]
-    if len(pairs) <= _MAX_CHECKED_PAIRS:
+    if pairs and len(pairs) <= _MAX_CHECKED_PAIRS and affordable(pairs):
         return pairs
     return _one_change_settings(options)
 
@@ -1637,14 +1650,15 @@ class DPRandomizedSearchCV(_BaseDPSearch):
                         mu_refit=mu_refit_paid)
         return plan
 
-    def _possible_candidates(self, candidates):
+    def _possible_candidates(self, candidates, slot):
         # What could be drawn, not the draws: which were drawn depends on K,
         # which the search keeps secret.  A value may be refused only next
         # to another (output perturbation with a huge l2_regularization):
         # combinations of the checked options (_combined_settings).
         return [setting for options in _checked_options(
                     _check_distributions(self.param_distributions))
-                for setting in _combined_settings(options)]
+                for setting in _combined_settings(
+                    options, lambda name: name.startswith(slot.prefix))]
 
     @fit_context(prefer_skip_nested_validation=False)
     @_clones_draw_nothing

@@ -211,12 +211,11 @@ class PrivacyAccountant:
         self._epsilon = _check_real("epsilon", epsilon)
         try:
             self._delta = _check_real("delta", delta, high=1.0)
-            if self._delta == 1.0:  # every mechanism is (0, 1)-DP: no budget at all
-                raise ValueError
         except ValueError:
-            raise ValueError(f"delta must be a number in [0, 1), got {delta!r} (at delta = 1 "
-                             "every release costs epsilon 0: the budget would refuse nothing)."
-                             ) from None
+            raise ValueError(f"delta must be a number in [0, 1), got {delta!r}.") from None
+        if self._delta == 1.0:  # every mechanism is (0, 1)-DP: no budget at all
+            raise ValueError("delta must be a number in [0, 1), got 1.0: at delta = 1 every "
+                             "release costs epsilon 0, and the budget would refuse nothing.")
         self._records = []
         self._lock = threading.Lock()
         self._uid = uuid.uuid4().hex
