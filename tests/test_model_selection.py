@@ -1029,6 +1029,30 @@ def test_randomized_search_fits_preprocessing_at_most_64_ways_before_the_charge(
     assert 32 <= len(calls) < 128
 
 
+def test_settings_that_print_alike_are_each_checked_before_the_charge(reg_data, monkeypatch):
+    # numpy and scikit-learn shorten long reprs: two steps whose arguments
+    # differ past the shortening shared one key, and the second step was
+    # never tried on the data before the charge.
+    from sklearn.preprocessing import FunctionTransformer
+
+    big = np.ones(2000)
+    other = big.copy()
+    other[1000] = 0.5
+    assert repr(big) == repr(other)
+    first = FunctionTransformer(_scaled, kw_args={"c": 1.0, "unused": big})
+    second = FunctionTransformer(_scaled, kw_args={"c": 1.0, "unused": other})
+    assert _search._params_key({"a": big}) != _search._params_key({"a": other})
+    assert _search._params_key({"a": [0, 1.5]}) == _search._params_key({"a": [0, 1.5]})
+    calls = []
+    probe = _search._probe_head
+    monkeypatch.setattr(_search, "_probe_head", lambda *a: calls.append(a[0]) or probe(*a))
+    search = DPGridSearchCV(Pipeline([("a", first), ("dp", _reg())]), {"a": [first, second]},
+                            epsilon=1.0, delta=DELTA, accountant=PrivacyAccountant(),
+                            random_state=0)
+    search.fit(*reg_data)
+    assert len(calls) == 2
+
+
 def test_undeclared_classes_are_read_once_with_one_warning_at_the_callers_line():
     rng = np.random.default_rng(1)
     X = rng.normal(size=(300, 3))
@@ -1868,7 +1892,7 @@ def _identity(X):
     return X
 
 
-def _scaled(X, c=1.0):
+def _scaled(X, c=1.0, unused=None):
     return X * c
 
 

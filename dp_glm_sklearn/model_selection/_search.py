@@ -280,8 +280,26 @@ def _column_dtype(values):
 
 
 def _params_key(params):
-    """A hashable key for a dict of parameters (values compared by repr)."""
-    return tuple(sorted((name, repr(value)) for name, value in params.items()))
+    """A hashable key for a dict of parameters (values by :func:`_value_key`)."""
+    return tuple(sorted((name, _value_key(value)) for name, value in params.items()))
+
+
+def _value_key(value):
+    """Equal for equal plain values (numbers, strings, None, and lists, tuples
+    and dicts of them); otherwise the object's identity.  Not its repr: numpy
+    and scikit-learn shorten long ones, so two different step objects or
+    arrays could share a key, and the second would go unchecked.
+    """
+    if value is None or isinstance(value, (str, bytes, bool, int, float, np.generic)):
+        return (type(value).__name__, repr(value))
+    if isinstance(value, np.ndarray):  # by content: clone copies arrays
+        return ("ndarray", value.dtype.str, value.shape, _value_key(value.tolist())
+                if value.dtype == object else value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_value_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((repr(k), _value_key(v)) for k, v in value.items())))
+    return ("id", id(value))
 
 
 def _with_params(estimator, params):
@@ -883,7 +901,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             # The validation reads the estimator's classes only (its other
             # parameters act in the public plan): once per preprocessing
             # setting and classes.
-            key = (head_key, repr(probe.get_params().get("classes")))
+            key = (head_key, _value_key(probe.get_params().get("classes")))
             if key not in checked:
                 with warnings.catch_warnings():
                     # Not shown: one per distinct drawn candidate, they would
