@@ -50,6 +50,11 @@ _N_GROUPS = 16
 # Gram matrix A^T A costs about as much as a few passes over X (one BLAS
 # ``syrk``, compute-bound) and every later step costs O(d^2) instead of O(nd).
 _GRAM_MAX_PARAMS = 256
+# Beyond that, with dense X, a fit announcing T passes (expect_passes) uses it
+# for up to _GRAM_PARAMS_PER_PASS * T parameters (building it costs about k / 13
+# passes, measured at d = 300..2000 on benchmarks/speed.py's data), if the
+# groups' partial k x k sums take at most a quarter of X's memory.
+_GRAM_PARAMS_PER_PASS = 12
 
 
 #: Largest public bound (feature_norm, norm_bound, y_bound) a problem accepts.
@@ -322,6 +327,8 @@ class GLMObjective:
         self._max_aug_norm = float(self.aug_norms.max()) if n else 0.0
         k = d + int(problem.fit_intercept)
         self._gram_ok = type(problem.loss) is SquaredLoss and k <= _GRAM_MAX_PARAMS and n >= 2 * k
+        self._gram_larger_ok = (type(problem.loss) is SquaredLoss and n >= 2 * k
+                                and not sp.issparse(X) and _N_GROUPS * 8 * k * k <= X.nbytes / 4)
         # Labels within the public bound: with ||theta|| <= B every residual is
         # at most B X_aug + Y, so the safety net provably rescales nothing.
         self._labels_bounded = bool(n) and float(np.max(np.abs(y))) <= problem.y_bound
@@ -462,6 +469,17 @@ class GLMObjective:
         finally:
             _PASS_LOCK.release()
 
+    def expect_passes(self, n_passes):
+        """Announce ``n_passes`` calls of :meth:`gradient` (a public step count).
+
+        Enough of them pay for the squared loss's Gram matrix beyond
+        ``_GRAM_MAX_PARAMS`` parameters (see ``_GRAM_PARAMS_PER_PASS``).  The
+        choice reads the public shape, dtype size and step count only.
+        """
+        k = int(np.prod(self.problem.theta_shape))
+        if self._gram_larger_ok and k <= _GRAM_PARAMS_PER_PASS * int(n_passes):
+            self._gram_ok = True
+
     def gradient(self, theta, clip=True):
         """Average gradient over the data set (one pass over X).
 
@@ -501,8 +519,9 @@ class GLMObjective:
             d, c = p.n_features, p.intercept_feature
             k = d + int(p.fit_intercept)
 
-            # Quarter blocks: the scaled copy A of each one stays small next to X.
-            step = max(1, self.block_size // 4)
+            # Quarter blocks: the scaled copy A of each one stays small next to
+            # X; at least k rows each, for an efficient A^T A.
+            step = max(1, self.block_size // 4, k)
 
             def work(blocks):
                 gram, rhs = np.zeros((k, k)), np.zeros((k, 1))

@@ -397,6 +397,54 @@ def test_gram_path_equals_blocked_gradient(kind, intercept, monkeypatch):
         np.testing.assert_array_equal(g, grads[0])
 
 
+def test_enough_announced_passes_pay_for_a_larger_gram_matrix(monkeypatch):
+    """Above _GRAM_MAX_PARAMS the Gram path needs dense X, k <= 12 x the
+    announced steps and partial sums within a quarter of X's memory.
+
+    The choice reads only public quantities; the gradient it gives is the
+    blocked pass's up to rounding, and noisy GD announces its T.
+    """
+    rng = np.random.default_rng(0)
+    n, d = 20000, 299  # k = 300 parameters with the intercept; X 48 MB
+    X = rng.normal(size=(n, d)) / np.sqrt(d)
+    y = np.clip(X @ rng.normal(size=d), -1.0, 1.0)
+    problem = PublicProblem(SquaredLoss(), n, d, 1.5, 0.75, 1.0, 2.0)
+    obj = GLMObjective(problem, X, y)
+    assert not obj._gram_ok
+    obj.expect_passes(24)  # 12 x 24 = 288 < 300: not worth it
+    assert not obj._gram_ok
+    theta = _theta(problem, 1.0)
+    blocked = obj.gradient(theta)
+    obj.expect_passes(25)  # 300 <= 12 x 25
+    assert obj._gram_ok
+    np.testing.assert_allclose(obj.gradient(theta), blocked, rtol=1e-10,
+                               atol=1e-12 * np.abs(blocked).max())
+    assert obj._gram_cache is not None
+    # Not for sparse X, nor when the 16 partial sums (11.5 MB) would exceed a
+    # quarter of X (n = 2000: X is 4.8 MB), nor for another loss.
+    for other in (GLMObjective(problem, sp.csr_matrix(X), y),
+                  GLMObjective(PublicProblem(SquaredLoss(), 2000, d, 1.5, 0.75, 1.0, 2.0),
+                               X[:2000], y[:2000]),
+                  GLMObjective(PublicProblem(LogisticLoss(), n, d, 1.5, 0.75, 0.0, 2.0),
+                               X, np.where(y > 0, 1.0, -1.0))):
+        other.expect_passes(10**6)
+        assert not other._gram_ok
+    # Noisy GD announces its steps: a fit takes the Gram path at k = 300, T = 100.
+    from dp_glm_sklearn import DPLinearRegression
+
+    seen = []
+    original = GLMObjective.expect_passes
+
+    def spy(self, n_passes):
+        original(self, n_passes)
+        seen.append((n_passes, self._gram_ok))
+
+    monkeypatch.setattr(GLMObjective, "expect_passes", spy)
+    DPLinearRegression(feature_norm=1.5, y_bound=1.0, norm_bound=2.0, max_iter=100,
+                       method="noisy_gd", random_state=0).fit(X, y)
+    assert seen == [(100, True)]
+
+
 @pytest.mark.parametrize("kind", INPUTS)
 def test_gram_path_not_taken_where_the_safety_net_could_act(kind):
     """Labels beyond y_bound or theta outside the ball: the per-row net is applied."""

@@ -1184,6 +1184,9 @@ class _QuerySpy:
     def __init__(self, objective):
         self.objective, self.problem, self.points = objective, objective.problem, []
 
+    def expect_passes(self, n_passes):
+        self.objective.expect_passes(n_passes)
+
     def gradient(self, theta):
         self.points.append(np.array(theta))
         return self.objective.gradient(theta)
