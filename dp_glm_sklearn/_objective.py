@@ -53,7 +53,8 @@ _GRAM_MAX_PARAMS = 256
 # Beyond that, with dense X, a fit announcing T passes (expect_passes) uses it
 # for up to _GRAM_PARAMS_PER_PASS * T parameters (building it costs about k / 13
 # passes, measured at d = 300..2000 on benchmarks/speed.py's data), if the
-# groups' partial k x k sums take at most a quarter of X's memory.
+# groups' partial k x k sums (and a few k x k temporaries) take at most a
+# quarter of X's memory.
 _GRAM_PARAMS_PER_PASS = 12
 
 
@@ -328,7 +329,8 @@ class GLMObjective:
         k = d + int(problem.fit_intercept)
         self._gram_ok = type(problem.loss) is SquaredLoss and k <= _GRAM_MAX_PARAMS and n >= 2 * k
         self._gram_larger_ok = (type(problem.loss) is SquaredLoss and n >= 2 * k
-                                and not sp.issparse(X) and _N_GROUPS * 8 * k * k <= X.nbytes / 4)
+                                and not sp.issparse(X)
+                                and (_N_GROUPS + 4) * 8 * k * k <= X.nbytes / 4)
         # Labels within the public bound: with ||theta|| <= B every residual is
         # at most B X_aug + Y, so the safety net provably rescales nothing.
         self._labels_bounded = bool(n) and float(np.max(np.abs(y))) <= problem.y_bound
@@ -425,7 +427,7 @@ class GLMObjective:
         for start in range(0, n, self.block_size):
             yield slice(start, min(start + self.block_size, n))
 
-    def _map_blocks(self, work):
+    def _map_blocks(self, work, wait=False):
         """``[work(group) for group in groups]``: one pass over X, maybe threaded.
 
         A large X is cut into ``_N_GROUPS`` contiguous groups of blocks (a
@@ -435,13 +437,14 @@ class GLMObjective:
         thread during the pass and the groups are shared between as many
         threads as BLAS had; one such pass runs at a time, since that limit is
         process-wide, and a pass that finds another one running runs serially
-        without touching the limit.
+        without touching the limit (``wait=True``: waits for it instead; no
+        work function may start a pass itself).
         """
         blocks = list(self._blocks())
         n_groups = min(_N_GROUPS, len(blocks)) if self._parallel else 1
         groups = [blocks[g[0]:g[-1] + 1]
                   for g in np.array_split(np.arange(len(blocks)), n_groups)]
-        if not _PASS_LOCK.acquire(blocking=False):
+        if not _PASS_LOCK.acquire(blocking=wait):
             return [work(g) for g in groups]
         try:
             blas = _blas_controller()
@@ -520,8 +523,10 @@ class GLMObjective:
             k = d + int(p.fit_intercept)
 
             # Quarter blocks: the scaled copy A of each one stays small next to
-            # X; at least k rows each, for an efficient A^T A.
-            step = max(1, self.block_size // 4, k)
+            # X; whole blocks when a quarter has fewer than k rows (A^T A costs
+            # a k x k product whatever the rows).
+            quarter = max(1, self.block_size // 4)
+            step = self.block_size if quarter < k else quarter
 
             def work(blocks):
                 gram, rhs = np.zeros((k, k)), np.zeros((k, 1))
@@ -544,7 +549,9 @@ class GLMObjective:
                         rhs[d, 0] += c * yb.sum()
                 return gram, rhs
 
-            parts = self._map_blocks(work)
+            # Waits for a pass of another thread rather than run beside it
+            # with BLAS threads: A^T A's rounding depends on them.
+            parts = self._map_blocks(work, wait=True)
             gram, rhs = parts[0]
             for g, r in parts[1:]:
                 gram += g

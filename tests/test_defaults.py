@@ -405,7 +405,7 @@ def test_enough_announced_passes_pay_for_a_larger_gram_matrix(monkeypatch):
     blocked pass's up to rounding, and noisy GD announces its T.
     """
     rng = np.random.default_rng(0)
-    n, d = 20000, 299  # k = 300 parameters with the intercept; X 48 MB
+    n, d = 30000, 299  # k = 300 parameters with the intercept; X 72 MB
     X = rng.normal(size=(n, d)) / np.sqrt(d)
     y = np.clip(X @ rng.normal(size=d), -1.0, 1.0)
     problem = PublicProblem(SquaredLoss(), n, d, 1.5, 0.75, 1.0, 2.0)
@@ -420,7 +420,7 @@ def test_enough_announced_passes_pay_for_a_larger_gram_matrix(monkeypatch):
     np.testing.assert_allclose(obj.gradient(theta), blocked, rtol=1e-10,
                                atol=1e-12 * np.abs(blocked).max())
     assert obj._gram_cache is not None
-    # Not for sparse X, nor when the 16 partial sums (11.5 MB) would exceed a
+    # Not for sparse X, nor when the partial sums (20 x 0.7 MB) would exceed a
     # quarter of X (n = 2000: X is 4.8 MB), nor for another loss.
     for other in (GLMObjective(problem, sp.csr_matrix(X), y),
                   GLMObjective(PublicProblem(SquaredLoss(), 2000, d, 1.5, 0.75, 1.0, 2.0),
@@ -429,6 +429,23 @@ def test_enough_announced_passes_pay_for_a_larger_gram_matrix(monkeypatch):
                                X, np.where(y > 0, 1.0, -1.0))):
         other.expect_passes(10**6)
         assert not other._gram_ok
+    # A Gram build waits for another thread's pass (run beside it, with BLAS
+    # threads, A^T A rounded differently): then the same bits as alone.
+    import threading
+
+    late = GLMObjective(problem, X, y)
+    late.expect_passes(25)
+    result = {}
+    assert objective_module._PASS_LOCK.acquire(blocking=False)
+    try:
+        worker = threading.Thread(target=lambda: result.update(g=late.gradient(theta)))
+        worker.start()
+        worker.join(timeout=0.5)
+        assert worker.is_alive() and "g" not in result  # waiting for the lock
+    finally:
+        objective_module._PASS_LOCK.release()
+    worker.join(timeout=60)
+    np.testing.assert_array_equal(result["g"], obj.gradient(theta))
     # Noisy GD announces its steps: a fit takes the Gram path at k = 300, T = 100.
     from dp_glm_sklearn import DPLinearRegression
 

@@ -126,7 +126,8 @@ def noisy_gd(objective, calibration, rng):
     problem = objective.problem
     T = calibration.params["max_iter"]
     K = calibration.params.get("momentum_steps", 0)
-    objective.expect_passes(T)  # public: may switch the squared loss to its Gram matrix
+    # Public: may switch the squared loss to its Gram matrix (optional hook).
+    getattr(objective, "expect_passes", lambda n_passes: None)(T)
     step = 1.0 / problem.smoothness
     radius = problem.norm_bound
     theta = np.zeros(problem.theta_shape)
