@@ -327,9 +327,10 @@ class GLMObjective:
         self._lipschitz = problem.lipschitz  # constants: read once, not per block
         self._max_aug_norm = float(self.aug_norms.max()) if n else 0.0
         k = d + int(problem.fit_intercept)
-        self._gram_ok = type(problem.loss) is SquaredLoss and k <= _GRAM_MAX_PARAMS and n >= 2 * k
-        self._gram_larger_ok = (type(problem.loss) is SquaredLoss and n >= 2 * k
-                                and not sp.issparse(X)
+        gram_possible = type(problem.loss) is SquaredLoss and n >= 2 * k
+        self._gram_ok = gram_possible and k <= _GRAM_MAX_PARAMS
+        # (expect_passes may turn the Gram path on for larger k.)
+        self._gram_larger_ok = (gram_possible and not sp.issparse(X)
                                 and (_N_GROUPS + 4) * 8 * k * k <= X.nbytes / 4)
         # Labels within the public bound: with ||theta|| <= B every residual is
         # at most B X_aug + Y, so the safety net provably rescales nothing.

@@ -122,9 +122,8 @@ def calibrate_output_perturbation(problem, epsilon, delta, l2=None):
             raise ValueError(
                 f"method='output_perturbation' with l2_regularization={lam:.3g} at these "
                 "bounds has a sensitivity near or below the smallest normal float (far apart "
-                "scales); "
-                "pass a smaller l2_regularization, or rescale the data so that the bounds "
-                "are moderate.")
+                "scales); pass a smaller l2_regularization, or rescale the data so that the "
+                "bounds are moderate.")
     else:
         accuracy, sensitivity = 0.0, math.inf
     if mu == math.inf:

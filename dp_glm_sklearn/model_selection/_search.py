@@ -201,6 +201,11 @@ class _DPSlot:
     def key(self, name):
         return self.prefix + name
 
+    def owns(self, name):
+        """Whether the searched parameter ``name`` is one of the DP estimator's own
+        (the others set preprocessing steps before it)."""
+        return name.startswith(self.prefix)
+
     def owner(self, estimator):
         """The DP estimator object inside ``estimator`` (fitted or not)."""
         if not self.prefix:
@@ -876,8 +881,8 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         # Every value that could be drawn, then the draws: whether the random
         # search refuses a listed value must not depend on its secret K.
         for params in itertools.chain(possible, candidates):
-            own = {k: v for k, v in params.items() if k.startswith(slot.prefix)}
-            rest = {k: v for k, v in params.items() if not k.startswith(slot.prefix)}
+            own = {k: v for k, v in params.items() if slot.owns(k)}
+            rest = {k: v for k, v in params.items() if not slot.owns(k)}
             own_key, head_key = _params_key(own), _params_key(rest)
             if (head_key, own_key) in probed:
                 continue
@@ -1675,8 +1680,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         # combinations of the checked options (_combined_settings).
         return [setting for options in _checked_options(
                     _check_distributions(self.param_distributions))
-                for setting in _combined_settings(
-                    options, lambda name: name.startswith(slot.prefix))]
+                for setting in _combined_settings(options, slot.owns)]
 
     @fit_context(prefer_skip_nested_validation=False)
     @_clones_draw_nothing
