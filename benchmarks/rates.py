@@ -31,8 +31,9 @@ model of the method it chooses (``tests/test_mechanisms.py`` checks this), so
 its risk is read from that method's fit.
 
 Run: ``python benchmarks/rates.py [--quick] [--jobs N]`` (full grid: 48
-points x 3 methods x 5 seeds plus the high-dimensional check, about 20
-minutes on one shared core, half that with ``--jobs 2``; ``--quick``: 2
+points x 3 methods x 5 seeds plus the high-dimensional check, about 13
+minutes on one core, 6-7 with ``--jobs 2`` (``results/rates.txt``: 395 s
+wall); ``--quick``: 2
 seeds and a smaller grid, under a minute).  Prints, per point, each
 method's median excess risk, auto's choice and auto/best; then the ``auto``
 criteria and, for comparison, what each fixed method would score as a
@@ -45,11 +46,12 @@ Robustness: ``--rank r`` changes the signal rank of the design (results
 saved with the suffix ``_rank<r>``).  The public quantities (n, d,
 epsilon, the bounds) are the same, so the rule makes the same choices,
 but the best method changes with r.  At squared loss, n = 3000,
-d = 1000, epsilon = 2 (5 seeds), rank 5: JL 0.35, output perturbation
+d = 1000, epsilon = 2 (5 seeds), rank 5: JL 0.41, output perturbation
 0.57, Noisy GD 1.02; rank 50: Noisy GD 0.13, output perturbation 0.27,
-JL 0.65.  No choice is within 2x of the best on both designs, so no rule
-of public quantities can be within 2x everywhere on both; a rule tuned to
-rank 5 would be tuned to the benchmark, not to the problem.
+JL 0.35 (``results/rates.txt``, ``results/rates_rank50.txt``).  No choice
+is within 2x of the best on both designs, so no rule of public quantities
+can be within 2x everywhere on both; a rule tuned to rank 5 would be tuned
+to the benchmark, not to the problem.
 
 Bounds against measurements (all three designs): the valid worst-case bound
 as implemented (``risk_bounds``, the CSV's bound column) over the measured

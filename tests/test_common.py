@@ -77,3 +77,16 @@ def test_sklearn_compatible_estimator(estimator, check):
         # that the label set is read from the data is expected there.
         warnings.simplefilter("ignore", PrivacyLeakWarning)
         check(estimator)
+
+
+def test_every_dp_estimator_declares_it_may_score_poorly():
+    # scikit-learn's check_regressors_train / check_classifiers_train demand
+    # R^2 > 0.5 / accuracy > 0.83 unless poor_score is set.  DPHuberRegressor
+    # did not set it and passed only at check_estimator's fixed seed 0 (it
+    # scored above 0.5 at 11 of 40 seeds); DPLogisticRegression with output
+    # perturbation failed at 16 of 20 seeds.
+    from sklearn.utils import get_tags
+
+    for est in (dp_glm_sklearn.DPLinearRegression(), dp_glm_sklearn.DPHuberRegressor()):
+        assert get_tags(est).regressor_tags.poor_score
+    assert get_tags(dp_glm_sklearn.DPLogisticRegression()).classifier_tags.poor_score

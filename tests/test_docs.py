@@ -88,7 +88,7 @@ def test_readme_quickstart_privacy_numbers(executed):
     block, ns, _ = block_with(executed["README.md"], "reg.privacy_spent_, acc.spent()")
     fit_eps, fit_delta, acc_eps, acc_delta = quoted(
         block,
-        rf"reg\.privacy_spent_, acc\.spent\(\)\s*#\s*\({NUMBER}, {NUMBER}\) for this fit;"
+        rf"reg\.privacy_spent_, acc\.spent\(\)\s*#\s*about \({NUMBER}, {NUMBER}\) for this fit;"
         rf"\s*\({NUMBER}, {NUMBER}\)",
         "README quickstart")
     reg, acc = ns["reg"], ns["acc"]

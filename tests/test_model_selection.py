@@ -419,7 +419,7 @@ def test_pipeline_and_clone(clf_data):
     # random_state 0..999: accuracy 0.937 +- 0.014 (min 0.877), 9.9 sd above
     # 0.8; normal approximation of the margin P ~ 2e-23 (a normal fit to the
     # lowest 10%: 3e-13).
-    assert cloned.score(X, y) > 0.8
+    assert np.mean(cloned.predict(X) == y) > 0.8  # accuracy (score is -loss here)
     assert cloned.n_features_in_ == 4
     np.testing.assert_array_equal(cloned.classes_, [0, 1])
     masked = cloned.cv_results_["param_dpl__norm_bound"]
@@ -778,13 +778,13 @@ def test_boosting_in_pipelines_and_under_clone(clf_data):
     # random_state 0..999: both scores below are 0.938 +- 0.014 (min 0.870 each),
     # 10 sd above 0.8; normal approximation of the margin P ~ 1e-24 for either
     # or both (a normal fit to the lowest 10%: 2e-13).
-    assert cloned.score(X, y) > 0.8
+    assert np.mean(cloned.predict(X) == y) > 0.8  # accuracy (score is -loss here)
     np.testing.assert_array_equal(cloned.classes_, [0, 1])
     assert cloned.n_features_in_ == 4
     # The boosted estimator as the last step of a Pipeline.
     pipe = Pipeline([("scale", StandardScaler()), ("boost", clone(boosted))])
     pipe.fit(X, y)
-    assert pipe.score(X, y) > 0.8
+    assert np.mean(pipe.predict(X) == y) > 0.8
     assert len(acc.history) == 2
     mu = gdp_mu(2.0, DELTA)  # two boosted fits at (2, DELTA): Gaussian events compose as mu's
     assert acc.spent()[0] == pytest.approx(gdp_epsilon(math.hypot(mu, mu), DELTA), rel=1e-9)
@@ -1131,6 +1131,66 @@ def test_search_score_passes_sample_weight_to_the_chosen_estimator(reg_data):
     weights = np.r_[np.ones(600), np.zeros(600)]
     assert search.score(X, y, sample_weight=weights) == pytest.approx(
         search.best_estimator_.score(X[:600], y[:600]))
+
+
+@pytest.mark.parametrize("scoring", [None, "neg_mean_absolute_error", "neg_mean_squared_error",
+                                     "loss"])
+def test_search_score_uses_the_searchs_scoring(reg_data, scoring):
+    # score ignored scoring and always returned R^2 (scikit-learn's searches
+    # score with their scoring).  Expected values are computed here by hand:
+    # predictions and labels clipped to y_bound=2, squared loss / 2.
+    X, y = reg_data
+    y = 3 * y  # some labels beyond y_bound, some predictions clipped
+    search = DPGridSearchCV(_reg(), GRID, epsilon=1.0, delta=DELTA, random_state=0, refit=True,
+                            scoring=scoring, accountant=PrivacyAccountant()).fit(X, y)
+    pred = search.predict(X)
+    labels = np.clip(y, -2.0, 2.0)
+    error = np.clip(pred, -2.0, 2.0) - labels
+    expected = {
+        None: search.best_estimator_.score(X, y),
+        "neg_mean_absolute_error": -np.mean(np.abs(error)),
+        "neg_mean_squared_error": -np.mean(error**2),
+        "loss": -np.mean(np.minimum((pred - labels) ** 2 / 2,
+                                    _search._glm_loss_bound(search.best_estimator_))),
+    }[scoring]
+    assert search.score(X, y) == pytest.approx(expected, rel=1e-12)
+    weights = np.r_[np.ones(600), np.zeros(600)]
+    assert search.score(X, y, sample_weight=weights) == pytest.approx(
+        search.score(X[:600], y[:600]), rel=1e-12)
+
+
+def test_classifier_search_score_is_the_accuracy_with_accuracy_scoring(clf_data):
+    X, y = clf_data
+    search = DPConfidenceBoosting(_clf(), scoring="accuracy", epsilon=1.0, delta=DELTA,
+                                  random_state=0, accountant=PrivacyAccountant()).fit(X, y)
+    assert search.score(X, y) == np.mean(search.predict(X) == y)
+    with pytest.raises(ValueError, match="inconsistent numbers of samples"):
+        search.score(X, y[:-1])
+
+
+@pytest.mark.parametrize("wrapper", ["grid", "boosting", "auto"])
+def test_selection_ignores_np_seterr(wrapper):
+    # The exponential mechanism's exp underflowed once a candidate's raw
+    # logit (-epsilon * validation errors / 2) fell below about -745: under
+    # np.seterr(all="raise") the fit raised after the charge exactly when the
+    # unnoised error count crossed that threshold (one record could decide).
+    # Random labels: every candidate errs on about half of 4000+ validation
+    # rows, well past the threshold at these budgets.
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(16000, 3)), rng.integers(0, 2, size=16000)
+    est = _clf(norm_bound="auto") if wrapper == "auto" else _clf()
+    fit = {
+        "grid": lambda: DPGridSearchCV(est, GRID, epsilon=3.0, delta=DELTA, random_state=0),
+        "boosting": lambda: DPConfidenceBoosting(est, epsilon=3.0, delta=DELTA, random_state=0),
+        "auto": lambda: est.set_params(epsilon=3.0, delta=DELTA, random_state=0),
+    }[wrapper]()
+    fit.set_params(accountant=PrivacyAccountant())
+    old = np.seterr(all="raise")
+    try:
+        fit.fit(X, y)
+    finally:
+        np.seterr(**old)
+    assert fit.predict(X[:3]).shape == (3,)
 
 
 _SEEDINGS = {

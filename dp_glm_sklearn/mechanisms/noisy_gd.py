@@ -35,7 +35,7 @@ def default_max_iter(n_samples, mu):
     small and the steps are accelerated (:func:`momentum_steps`), but the
     fixed step ``1 / H`` is set by the worst-case curvature and real data
     are flatter, so the optimization error still decides: on
-    ``benchmarks/rates.py`` at n = 1e5 (d = 100; 3 seeds) going from 30
+    ``benchmarks/rates.py`` at n = 1e5 (d = 100; 5 seeds) going from 30
     steps (an earlier cap) to 50 cut the excess risk of logistic and Huber
     regression 2.5-15x (logistic, signal rank 20: 0.017 to 0.0016), where 30
     steps had been worse than 100 steps at n = 30,000. Pass ``max_iter`` to

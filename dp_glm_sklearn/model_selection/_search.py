@@ -1100,14 +1100,29 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
 
     @available_if(_search_estimator_has("score"))
     def score(self, X, y, sample_weight=None):
-        """Score of the chosen estimator on (X, y) (its own ``score`` method).
+        """Score of the chosen estimator on (X, y), by the search's ``scoring``.
+
+        With ``scoring=None``, the chosen estimator's own ``score`` (R^2 or
+        accuracy), as scikit-learn's searches do.  Otherwise the score the
+        selection used: the accuracy, or minus the mean of the bounded
+        per-example losses (predictions and labels clipped to ``y_bound``,
+        losses clipped at their bound; see ``scoring``), weighted by
+        ``sample_weight`` if given.
 
         Not private with respect to (X, y): score public or held-out test data.
         """
         check_is_fitted(self)
-        if sample_weight is None:
-            return self.best_estimator_.score(X, y)
-        return self.best_estimator_.score(X, y, sample_weight=sample_weight)
+        best = self.best_estimator_
+        if self.scoring is None:
+            if sample_weight is None:
+                return best.score(X, y)
+            return best.score(X, y, sample_weight=sample_weight)
+        y = column_or_1d(y, warn=True)
+        check_consistent_length(X, y, sample_weight)
+        losses, _ = _clipped_losses(best, _find_dp_slot(best), self.scoring, X, y)
+        weights = None if sample_weight is None else column_or_1d(sample_weight).astype(np.float64)
+        mean_loss = float(np.average(losses, weights=weights))
+        return 1.0 - mean_loss if self.scoring == "accuracy" else -mean_loss
 
     @property
     def classes_(self):

@@ -264,12 +264,18 @@ def _check_sensitivities(sensitivities, size):
 
 
 def _softmax(logits):
-    """Probabilities ``exp(logits) / sum exp(logits)``; ``+inf`` logits share all mass."""
+    """Probabilities ``exp(logits) / sum exp(logits)``; ``+inf`` logits share all mass.
+
+    Floating-point errors are ignored whatever ``np.seterr`` says: the
+    logits come from validation scores, and an underflow that raised or
+    warned would tell whether one score (one record) crossed a threshold.
+    """
     logits = np.asarray(logits, dtype=np.float64)
     if np.any(logits == np.inf):
         p = (logits == np.inf).astype(np.float64)
         return p / p.sum()
-    return np.exp(logits - logsumexp(logits))
+    with np.errstate(all="ignore"):
+        return np.exp(logits - logsumexp(logits))
 
 
 def _sample(probabilities, rng):
