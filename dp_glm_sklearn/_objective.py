@@ -12,6 +12,7 @@ is fitted (last row: the coefficient of the constant public feature ``c``)
 and ``(d, K)`` otherwise.
 """
 
+import contextvars
 import math
 import os
 import threading
@@ -450,7 +451,7 @@ class GLMObjective:
         try:
             blas = _blas_controller()
             n_threads = min(_blas_threads(blas), n_groups)
-            with blas.limit(limits=1, user_api="blas"):
+            with _one_blas_thread(blas):
                 if n_threads <= 1:
                     return [work(g) for g in groups]
                 results = [None] * n_groups
@@ -465,7 +466,11 @@ class GLMObjective:
                             return
                         results[i] = work(groups[i])
 
-                futures = [_executor().submit(run) for _ in range(n_threads - 1)]
+                # Each worker runs in a copy of this thread's context: numpy's
+                # error state (np.errstate, a context variable) is the caller's,
+                # e.g. "ignore" during a fit, not numpy's default.
+                futures = [_executor().submit(contextvars.copy_context().run, run)
+                           for _ in range(n_threads - 1)]
                 run()
                 for f in futures:
                     f.result()
@@ -583,7 +588,7 @@ class GLMObjective:
 # -- threads --------------------------------------------------------------------
 _LOCK = threading.Lock()
 _PASS_LOCK = threading.Lock()
-_STATE = {"pid": None, "executor": None, "blas": None}
+_STATE = {"pid": None, "executor": None, "blas": None, "limiter": None}
 
 
 def _executor():
@@ -602,6 +607,40 @@ def _blas_controller():
         if _STATE["blas"] is None:
             _STATE["blas"] = ThreadpoolController().select(user_api="blas")
         return _STATE["blas"]
+
+
+class _one_blas_thread:
+    """``blas.limit(limits=1)`` for one pass, remembered for a fork (see below)."""
+
+    def __init__(self, blas):
+        self._blas = blas
+
+    def __enter__(self):
+        # (threadpoolctl's own __enter__/__exit__ also track which thread
+        # controls OpenBLAS: without them the limit does not hold in a
+        # thread other than the main one.)
+        _STATE["limiter"] = self._blas.limit(limits=1, user_api="blas").__enter__()
+
+    def __exit__(self, *exc):
+        limiter, _STATE["limiter"] = _STATE["limiter"], None
+        limiter.__exit__(*exc)
+
+
+def _reset_after_fork():
+    """A forked child has none of the parent's threads: a lock one of them held
+    (a pass in progress) would never be released, and the Gram build, which
+    waits for it, would hang after the charge.  New locks and pool; BLAS back
+    to the threads it had before a pass limited it."""
+    global _LOCK, _PASS_LOCK
+    _LOCK, _PASS_LOCK = threading.Lock(), threading.Lock()
+    limiter = _STATE["limiter"]
+    _STATE.update(pid=None, executor=None, blas=None, limiter=None)
+    if limiter is not None:
+        limiter.restore_original_limits()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_after_fork)
 
 
 def _blas_threads(blas):

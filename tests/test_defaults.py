@@ -15,6 +15,9 @@ path in a few milliseconds.
 """
 
 import copy
+import os
+import signal
+import warnings
 
 import numpy as np
 import pytest
@@ -531,3 +534,57 @@ def test_sparse_duplicate_entries_are_summed_before_clipping(name):
     b = DPLogisticRegression(classes=[0, 1], feature_norm=1.0, random_state=0).fit(
         canonical, [0, 1, 1]).coef_
     np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_during_a_pass_can_fit():
+    # The pass lock was process-wide and survived a fork: a child forked
+    # while another thread's pass held it hung in its first Gram build (a
+    # squared-loss fit), after the charge.  Here this thread holds the lock
+    # at the fork; the child must fit within its alarm.
+    from dp_glm_sklearn import DPLinearRegression, PrivacyAccountant
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(200, 3)), rng.normal(size=200)
+    assert objective_module._PASS_LOCK.acquire(blocking=False)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # fork with threads (3.12+)
+            pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                signal.alarm(30)  # the old code hangs: end the child
+                DPLinearRegression(random_state=0, accountant=PrivacyAccountant()).fit(X, y)
+                code = 0
+            finally:
+                os._exit(code)
+    finally:
+        objective_module._PASS_LOCK.release()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
+def test_pass_workers_run_with_the_callers_numpy_error_state():
+    # Worker threads started with numpy's default error state (overflow
+    # warns), so a fit's np.errstate(all="ignore") did not cover their part
+    # of a pass: which rows warned depended on the data.
+    problem = PublicProblem(SquaredLoss(), 70000, 8, 1.0, 0.0, 0.0, 1.0)
+    X = np.random.default_rng(0).normal(size=(70000, 8))
+    obj = GLMObjective(problem, X, np.zeros(70000))
+    assert obj._parallel
+    import threading
+
+    first_two = threading.Barrier(2, timeout=30)  # two groups run in two threads
+    calls = []
+
+    def work(blocks):
+        calls.append(None)
+        if len(calls) <= 2:
+            first_two.wait()
+        return threading.get_ident(), np.geterr()["over"]
+
+    with threadpool_limits(limits=2, user_api="blas"), np.errstate(all="ignore"):
+        states = obj._map_blocks(work)
+    assert len({ident for ident, _ in states}) == 2
+    assert {state for _, state in states} == {"ignore"}

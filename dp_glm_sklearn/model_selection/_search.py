@@ -67,7 +67,6 @@ import inspect
 import itertools
 import math
 import os
-import warnings
 from dataclasses import dataclass
 from numbers import Integral, Real
 
@@ -105,7 +104,7 @@ from .._sklearn_compat import (
     safe_indexing,
     validate_params,
 )
-from .._warn import warn_user
+from .._warn import silenced, warn_user
 from ..privacy.accountant import (
     PrivacyAccountant,
     PrivacyLeakWarning,
@@ -491,8 +490,7 @@ def _validation_losses(estimator, slot, scoring, X, y):
     count the random search's secret K, and under warnings-as-errors one
     would raise after the charge.
     """
-    with warnings.catch_warnings(), np.errstate(all="ignore"):
-        warnings.simplefilter("ignore")
+    with silenced(), np.errstate(all="ignore"):
         return _clipped_losses(estimator, slot, scoring, X, y)
 
 
@@ -549,8 +547,7 @@ def _probe_head(head, X, y, parts):
     """
     steps = ", ".join(type(step).__name__ for _, step in head.steps)
     try:
-        with warnings.catch_warnings(), np.errstate(all="ignore"):
-            warnings.simplefilter("ignore")
+        with silenced(), np.errstate(all="ignore"):
             Xt = clone(head).fit_transform(X, y)
             for train, val in parts:
                 part = clone(head).fit(safe_indexing(X, train), safe_indexing(y, train))
@@ -605,8 +602,7 @@ def _fit_candidate(estimator, params, slot, X, y, parent_pid):
             estimator.fit(X, y)  # in the parent's threads: _fit_jobs silences them
         else:
             # One task at a time per worker process: its filters are its own.
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
+            with silenced():
                 estimator.fit(X, y)
     return estimator
 
@@ -908,10 +904,9 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             # setting and classes.
             key = (head_key, _value_key(probe.get_params().get("classes")))
             if key not in checked:
-                with warnings.catch_warnings():
+                with silenced():
                     # Not shown: one per distinct drawn candidate, they would
                     # count the random search's secret K.
-                    warnings.simplefilter("ignore")
                     checked[key] = _validated_after(head, probe, Xt, y)
             X_checked, y_checked = checked[key]
             plans.append((probe, X_checked.shape[1]))
@@ -980,11 +975,10 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             # (the budget keys cannot be in params: _check_grid_keys).
             delayed_jobs.append(delayed(_fit_candidate)(
                 est, {**fixed, **_cloned(params), **extra}, slot, X, y, os.getpid()))
-        # One catch_warnings here, not one per candidate: the warnings filters
-        # are process-wide, and nested catch_warnings in threads (the
-        # threading backend) would scramble the user's.
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        # Silenced here, around all the candidates: the warnings filters are
+        # process-wide, so the threading backend's workers are silenced too
+        # (_fit_candidate silences a worker process itself).
+        with silenced():
             fitted = Parallel(n_jobs=self.n_jobs)(delayed_jobs)
         if slot.has_random_state:
             # The child seed decides the candidate's noise: whoever holds it

@@ -1,0 +1,88 @@
+"""The library's silenced sections, entered and left by several threads."""
+
+import os
+import sys
+import threading
+import warnings
+
+import pytest
+
+from dp_glm_sklearn._warn import silenced
+
+
+def _shown(action):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        action()
+    return [str(w.message) for w in caught]
+
+
+def test_silenced_sections_in_threads_may_end_in_any_order():
+    # With one catch_warnings per section, A ending first put the user's
+    # filters back while B still ran (B's record-dependent warning was
+    # shown), and B ending last left "ignore" installed for good.
+    a_in, b_in, a_out, b_checked = (threading.Event() for _ in range(4))
+    seen = {}
+
+    def section_a():
+        with silenced():
+            a_in.set()
+            b_in.wait(10)
+        a_out.set()
+
+    def section_b():
+        a_in.wait(10)
+        with silenced():
+            b_in.set()
+            a_out.wait(10)
+            seen["inside"] = list(warnings.filters[:1])
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.warn("from a private record", stacklevel=1)
+            seen["caught_inside"] = len(caught)
+        b_checked.set()
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        user_filters = list(warnings.filters)
+        threads = [threading.Thread(target=section_a), threading.Thread(target=section_b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(20)
+        assert b_checked.is_set()
+        assert seen["inside"][0][0] == "ignore"  # B still silenced after A ended
+        assert seen["caught_inside"] == 0
+        assert warnings.filters == user_filters  # the user's filters, once both ended
+        assert _shown(lambda: warnings.warn("after", stacklevel=1)) == ["after"]
+
+
+def test_silenced_sections_nest():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        before = list(warnings.filters)
+        with silenced():
+            with silenced():
+                warnings.warn("hidden", stacklevel=1)
+            warnings.warn("hidden too", stacklevel=1)
+        assert warnings.filters == before
+        with pytest.raises(UserWarning):
+            warnings.warn("shown", stacklevel=1)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "win32", reason="needs fork")
+def test_a_child_forked_inside_a_silenced_section_has_the_users_filters():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with silenced():
+            pid = os.fork()
+            if pid == 0:  # the child: no section runs here
+                code = 0
+                try:
+                    warnings.warn("shown in the child", stacklevel=1)
+                    code = 1  # not raised: still silenced
+                except UserWarning:
+                    code = 0
+                finally:
+                    os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
