@@ -145,7 +145,10 @@ def run(name, epsilons, *, n_splits, n_seeds, search_kwargs):
                     out.setdefault((g, eps), []).append(score)
                 search = DPGridSearchCV(Est(**public), spec["grid"], epsilon=eps, delta=DELTA,
                                         random_state=state, **search_kwargs).fit(X_tr, y_tr)
-                out.setdefault(("search", eps), []).append(search.score(X_te, y_te))
+                # The chosen estimator's own score (R^2 / accuracy, as every other
+                # column): search.score follows --scoring.
+                out.setdefault(("search", eps), []).append(
+                    search.best_estimator_.score(X_te, y_te))
                 out.setdefault(("chosen", eps), []).append(search.best_index_)
                 if search_kwargs.get("refit"):
                     refit_eps, refit_delta = search.best_estimator_.privacy_spent_
@@ -156,7 +159,8 @@ def run(name, epsilons, *, n_splits, n_seeds, search_kwargs):
                         out.setdefault(("ceiling", g, eps), []).append(score)
                 boost = DPConfidenceBoosting(Est(**public), n_models=3, epsilon=eps, delta=DELTA,
                                              random_state=state).fit(X_tr, y_tr)
-                out.setdefault(("boost", eps), []).append(boost.score(X_te, y_te))
+                out.setdefault(("boost", eps), []).append(
+                    boost.best_estimator_.score(X_te, y_te))
     return grid, {k: np.asarray(v) for k, v in out.items()}
 
 

@@ -24,6 +24,11 @@ import scipy.sparse as sp
 from sklearn.utils.extmath import row_norms
 from threadpoolctl import ThreadpoolController
 
+try:  # threadpoolctl >= 3.6 tracks which thread controls OpenBLAS
+    from threadpoolctl import OpenBLASController
+except ImportError:  # pragma: no cover
+    OpenBLASController = None
+
 from .losses import SquaredLoss
 
 # Rows per block of the gradient kernel.  A dense block of about 2 MB stays in
@@ -637,6 +642,12 @@ def _reset_after_fork():
     _STATE.update(pid=None, executor=None, blas=None, limiter=None)
     if limiter is not None:
         limiter.restore_original_limits()
+        # That made this thread the one that controls OpenBLAS (threadpoolctl
+        # >= 3.6), for good: release it, or passes in other threads of the
+        # child could not limit BLAS.
+        clear = getattr(OpenBLASController, "clear_controlling_thread", None)
+        if clear is not None:
+            clear(force=True)
 
 
 if hasattr(os, "register_at_fork"):

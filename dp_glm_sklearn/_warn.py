@@ -40,9 +40,14 @@ def warn_user(message, category):
 # which shows warnings it promised to hide, and the last to exit reinstates
 # "ignore" for good.  silenced() shares one catch_warnings among all the
 # library's blocks in the process: the first block in saves the user's
-# filters, the last one out restores them.
+# filters, the last one out restores them.  This orders the library's own
+# blocks only: any other catch_warnings running in another thread meanwhile
+# (scikit-learn's input validation opens one in every fit and predict) can
+# still interleave with them, until Python's filters are per-context
+# (3.14's context-aware warnings).  Fit concurrently in processes, not
+# threads, where that matters.
 _SILENCE_LOCK = threading.Lock()
-_silence = {"depth": 0, "saved": None}
+_silence = {"depths": {}, "saved": None}  # depths: open blocks by thread
 
 
 @contextlib.contextmanager
@@ -51,35 +56,48 @@ def silenced():
 
     Blocks may nest and may run concurrently in several threads: the
     filters are "ignore" while any of them runs and are restored when the
-    last one ends.  (Code outside the library that changes the filters
-    meanwhile, with its own ``catch_warnings``, can still interleave.)
+    last one ends.  Code outside these blocks that swaps the filters
+    meanwhile (another ``catch_warnings``, in another thread) can still
+    interleave with them: see the comment above.
     """
+    thread = threading.get_ident()
     with _SILENCE_LOCK:
-        if _silence["depth"] == 0:
+        depths = _silence["depths"]
+        if not depths:
             saved = warnings.catch_warnings()
             saved.__enter__()
             warnings.simplefilter("ignore")
             _silence["saved"] = saved
-        _silence["depth"] += 1
+        depths[thread] = depths.get(thread, 0) + 1
     try:
         yield
     finally:
         with _SILENCE_LOCK:
-            _silence["depth"] -= 1
-            if _silence["depth"] == 0:
+            depths = _silence["depths"]
+            depths[thread] -= 1
+            if not depths[thread]:
+                del depths[thread]
+            if not depths and _silence["saved"] is not None:
                 saved, _silence["saved"] = _silence["saved"], None
                 saved.__exit__(None, None, None)
 
 
 def _reset_silence_in_child():
-    """A forked child: no block runs in it, so its filters are the user's again."""
+    """A forked child runs only the thread that forked: only its blocks stay
+    open; if it had none, the child's filters are the user's again."""
     global _SILENCE_LOCK
     _SILENCE_LOCK = threading.Lock()
-    saved, _silence["saved"] = _silence["saved"], None
-    _silence["depth"] = 0
-    if saved is not None:
+    thread = threading.get_ident()
+    mine = _silence["depths"].get(thread, 0)
+    _silence["depths"] = {thread: mine} if mine else {}
+    if not mine and _silence["saved"] is not None:
+        saved, _silence["saved"] = _silence["saved"], None
         saved.__exit__(None, None, None)
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_reset_silence_in_child)
+    # The lock is held across the fork (taken before, released after in the
+    # parent), so the child never copies a half-done entry or exit.
+    os.register_at_fork(before=lambda: _SILENCE_LOCK.acquire(),
+                        after_in_parent=lambda: _SILENCE_LOCK.release(),
+                        after_in_child=_reset_silence_in_child)

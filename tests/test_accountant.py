@@ -281,6 +281,42 @@ def test_a_new_process_with_the_same_pid_gets_a_read_only_copy(monkeypatch):
     assert len(loaded.history) == 1
 
 
+def test_a_child_forked_while_accountant_locks_are_held_does_not_hang():
+    # The locks survived a fork: a child forked while another thread of the
+    # parent held one (a charge in progress) hung for good in its first fit
+    # or read.  Here this thread holds them all at the fork.
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    import signal
+
+    import numpy as np
+
+    from dp_glm_sklearn import DPLinearRegression
+
+    acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    held = [acc._lock, accountant_module._REGISTRY_LOCK, accountant_module._DEFAULT_LOCK]
+    for lock in held:
+        assert lock.acquire(blocking=False)
+    try:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                signal.alarm(30)  # the old code hangs: end the child
+                acc.spent()
+                fresh = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+                DPLinearRegression(accountant=fresh, random_state=0).fit(X, X[:, 0])
+                code = 0 if len(fresh.history) == 1 else 2
+            finally:
+                os._exit(code)
+    finally:
+        for lock in held:
+            lock.release()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+
+
 def test_a_forked_child_gets_a_new_process_token():
     if not hasattr(os, "fork"):
         pytest.skip("no fork on this platform")

@@ -70,19 +70,25 @@ def test_silenced_sections_nest():
 
 
 @pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "win32", reason="needs fork")
-def test_a_child_forked_inside_a_silenced_section_has_the_users_filters():
+def test_a_child_that_leaves_the_section_it_was_forked_in_is_silenced_later():
+    # The child reset the count of open sections to 0, then left the one it
+    # was forked in: the count went to -1 and every later section in the
+    # child silenced nothing.
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         with silenced():
             pid = os.fork()
-            if pid == 0:  # the child: no section runs here
-                code = 0
+            if pid != 0:
+                _, status = os.waitpid(pid, 0)
+        if pid == 0:  # the child, out of the section it was forked in
+            code = 1
+            try:
+                with silenced():
+                    warnings.warn("hidden in the child", stacklevel=1)
                 try:
                     warnings.warn("shown in the child", stacklevel=1)
-                    code = 1  # not raised: still silenced
                 except UserWarning:
                     code = 0
-                finally:
-                    os._exit(code)
-        _, status = os.waitpid(pid, 0)
+            finally:
+                os._exit(code)
     assert os.waitstatus_to_exitcode(status) == 0

@@ -26,9 +26,9 @@ at most 2**22 entries (32 MB), and otherwise a sparse random projection with
 about 16 non-zeros per column (``O(d)`` memory).  The choice depends on the
 sizes only, not on how X is stored, so dense and sparse X give the same model.
 Sparse X is projected without ever being densified; the projected data is
-n x k (dense when it has at most 2**25 entries, else CSR: a choice from
-the sizes only) and is built by row blocks, so no n x d dense array is
-formed.
+n x k (dense; for a sparse X and a sparse projection, dense when it has at
+most 2**25 entries and CSR beyond: a choice from the sizes only) and is built
+by row blocks, so no n x d dense array is formed.
 """
 
 from dataclasses import replace

@@ -1113,10 +1113,11 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             return best.score(X, y, sample_weight=sample_weight)
         y = column_or_1d(y, warn=True)
         check_consistent_length(X, y, sample_weight)
-        losses, _ = _clipped_losses(best, _find_dp_slot(best), self.scoring, X, y)
         weights = None if sample_weight is None else column_or_1d(sample_weight).astype(np.float64)
-        mean_loss = float(np.average(losses, weights=weights))
-        return 1.0 - mean_loss if self.scoring == "accuracy" else -mean_loss
+        if self.scoring == "accuracy":  # as accuracy_score computes it
+            return float(np.average(np.asarray(best.predict(X)) == y, weights=weights))
+        losses, _ = _clipped_losses(best, _find_dp_slot(best), self.scoring, X, y)
+        return -float(np.average(losses, weights=weights))
 
     @property
     def classes_(self):

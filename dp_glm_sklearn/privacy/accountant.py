@@ -86,6 +86,8 @@ class SpendRecord:
 # process of its original gives back the original.
 _REGISTRY = weakref.WeakValueDictionary()
 _REGISTRY_LOCK = threading.Lock()
+# Every accountant alive in this process, copies too (their locks, after a fork).
+_LIVE = weakref.WeakSet()
 
 # This process, told apart from any other: the pid alone is not enough (a
 # container's main process is pid 1 at every start), so a random token drawn
@@ -93,13 +95,20 @@ _REGISTRY_LOCK = threading.Lock()
 _PROCESS_TOKEN = uuid.uuid4().hex
 
 
-def _new_process_token():
-    global _PROCESS_TOKEN
+def _after_fork_in_child():
+    """A new token, and new locks: a lock another thread of the parent held
+    at the fork would never be released in the child, where a fit waiting
+    for it would hang.  (The child's accountants are read-only copies.)"""
+    global _PROCESS_TOKEN, _REGISTRY_LOCK, _DEFAULT_LOCK
     _PROCESS_TOKEN = uuid.uuid4().hex
+    _REGISTRY_LOCK = threading.Lock()
+    _DEFAULT_LOCK = threading.Lock()
+    for accountant in list(_LIVE):
+        accountant._lock = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_new_process_token)
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _this_process():
@@ -124,6 +133,7 @@ def _restore_accountant(uid, home, state):
         accountant._delta = state["delta"]
         accountant._records = list(state["records"])
         accountant._lock = threading.Lock()
+        _LIVE.add(accountant)
         accountant._uid = uid
         accountant._home = home
         accountant._copy = True
@@ -218,6 +228,7 @@ class PrivacyAccountant:
                              "release costs epsilon 0, and the budget would refuse nothing.")
         self._records = []
         self._lock = threading.Lock()
+        _LIVE.add(self)
         self._uid = uuid.uuid4().hex
         self._home = _this_process()
         self._copy = False
