@@ -293,7 +293,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             # "auto": the paper's private grid search over B (SPEC 5), one
             # Gaussian event of the same total cost; the search validates the
             # data before it charges anything, as the direct path does here.
-            from .model_selection._search import fit_auto_norm_bound
+            from .model_selection._auto import fit_auto_norm_bound
 
             return fit_auto_norm_bound(self, X, y)
 

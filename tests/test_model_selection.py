@@ -27,7 +27,7 @@ from dp_glm_sklearn import (
     PrivacyLeakWarning,
     default_accountant,
 )
-from dp_glm_sklearn.model_selection import _search
+from dp_glm_sklearn.model_selection import _auto, _scores, _search, _slot
 from dp_glm_sklearn.privacy import (
     GaussianEvent,
     RandomStoppingEvent,
@@ -302,7 +302,7 @@ def test_no_raw_validation_score_anywhere(clf_data, monkeypatch, scoring):
 
 # -- the selection itself, on neighbouring validation sets --------------------------------
 def _fitted_candidates(search, X, y):
-    slot = _search._find_dp_slot(search.estimator)
+    slot = _slot._find_dp_slot(search.estimator)
     candidates = list(_search.ParameterGrid(search.param_grid))
     fixed = {"epsilon": 0.5, "delta": DELTA}
     fitted = search._fit_all(slot, candidates, fixed, X, y, range(len(candidates)))
@@ -357,21 +357,21 @@ def test_loss_scores_are_clipped_at_the_loss_bound(reg_data):
     X, y = reg_data
     est = _reg(norm_bound=1.0, epsilon=1.0).fit(X, y)
     est.coef_ = est.coef_ * 1e4  # a model far outside its constraint ball
-    slot = _search._find_dp_slot(est)
-    bound = _search._glm_loss_bound(est)
+    slot = _slot._find_dp_slot(est)
+    bound = _scores._glm_loss_bound(est)
     # (B X_aug + Y)^2 / 2 with X_aug = hypot(1.5, 0.75) (intercept feature c = X / 2), Y = 2.
     assert bound == pytest.approx((1.0 * math.hypot(1.5, 0.75) + 2.0) ** 2 / 2)
-    losses, declared = _search._validation_losses(est, slot, "loss", X[:50] * 100, y[:50])
+    losses, declared = _scores._validation_losses(est, slot, "loss", X[:50] * 100, y[:50])
     assert declared == bound and losses.max() == bound and losses.min() >= 0
 
 
 def test_logistic_loss_bound():
     est = _clf(norm_bound=2.0, epsilon=1.0).fit(np.eye(4), [0, 1, 0, 1])
-    assert _search._glm_loss_bound(est) == pytest.approx(
+    assert _scores._glm_loss_bound(est) == pytest.approx(
         math.log1p(math.exp(2.0 * math.hypot(4.0, 2.0))))
     multi = DPLogisticRegression(feature_norm=1.0, norm_bound=1.0, fit_intercept=False,
                                  classes=[0, 1, 2], max_iter=5).fit(np.eye(3), [0, 1, 2])
-    assert _search._glm_loss_bound(multi) == pytest.approx(math.log(1 + 2 * math.exp(math.sqrt(2))))
+    assert _scores._glm_loss_bound(multi) == pytest.approx(math.log(1 + 2 * math.exp(math.sqrt(2))))
 
 
 def test_noiseless_search_picks_the_best_candidate(clf_data):
@@ -568,13 +568,13 @@ def test_randomized_search_bad_distributions(reg_data):
 
 # -- norm_bound="auto" -------------------------------------------------------------------
 def test_auto_norm_bound_grid_follows_theorem_8():
-    grid = _search.auto_norm_bound_grid(165, 3.0, 1.0, 2.0)
+    grid = _auto.auto_norm_bound_grid(165, 3.0, 1.0, 2.0)
     # K = ceil(log2 max(sqrt(165), 495^(2/3))) = ceil(log2 62.6) = 6 radii from unit / 2.
     assert grid == [1.0, 2.0, 4.0, 8.0, 16.0, 32.0]
-    assert len(_search.auto_norm_bound_grid(10**5, 3.0, 1.0, 1.0)) > len(grid)
-    assert len(_search.auto_norm_bound_grid(165, 3.0, 0.25, 1.0)) > len(grid)  # smaller H
-    assert len(_search.auto_norm_bound_grid(2, 0.01, 1.0, 1.0)) == 2  # at least two radii
-    assert len(_search.auto_norm_bound_grid(100, math.inf, 1.0, 1.0)) < 40
+    assert len(_auto.auto_norm_bound_grid(10**5, 3.0, 1.0, 1.0)) > len(grid)
+    assert len(_auto.auto_norm_bound_grid(165, 3.0, 0.25, 1.0)) > len(grid)  # smaller H
+    assert len(_auto.auto_norm_bound_grid(2, 0.01, 1.0, 1.0)) == 2  # at least two radii
+    assert len(_auto.auto_norm_bound_grid(100, math.inf, 1.0, 1.0)) < 40
 
 
 @pytest.mark.parametrize("make", [
@@ -590,7 +590,7 @@ def test_auto_norm_bound_regression(reg_data, make):
     n_train = n - round(_search._VALIDATION_FRACTION * n)
     unit = 2.0 / math.hypot(1.5, 0.75)
     assert est.norm_bound_ == pytest.approx(
-        min(_search.auto_norm_bound_grid(n_train, 2.0, 1.0, unit),
+        min(_auto.auto_norm_bound_grid(n_train, 2.0, 1.0, unit),
             key=lambda b: abs(b - est.norm_bound_)), rel=1e-12)
     assert total_mu(est.privacy_events_) == pytest.approx(gdp_mu(2.0, DELTA), rel=1e-9)
     assert est.privacy_spent_[0] == pytest.approx(2.0, rel=1e-9)
@@ -734,7 +734,7 @@ def test_boosting_keeps_no_raw_validation_score(clf_data, monkeypatch, scoring):
     assert not raw & set(_floats_in(boosted))
     assert not any("score" in name and name != "score_sensitivity_" for name in vars(boosted))
     assert boosted.score_sensitivity_ == pytest.approx(
-        1.0 / 300 if scoring == "accuracy" else _search._glm_loss_bound(
+        1.0 / 300 if scoring == "accuracy" else _scores._glm_loss_bound(
             boosted.best_estimator_) / 300)
 
 
@@ -744,7 +744,7 @@ def test_boosting_selection_scores_are_bounded_on_neighbouring_chunks(reg_data):
     # mechanism at selection_epsilon_ is epsilon-DP there.
     X, y = reg_data
     boosted = DPConfidenceBoosting(_reg(), n_models=3, delta=DELTA)
-    slot = _search._find_dp_slot(boosted.estimator)
+    slot = _slot._find_dp_slot(boosted.estimator)
     fitted = boosted._fit_jobs(slot, [({}, {"epsilon": 1.0, "delta": DELTA}, X[i::4], y[i::4], i)
                                       for i in range(3)])
     X_val, y_val = X[3::4], y[3::4]
@@ -1017,7 +1017,7 @@ def test_randomized_search_fits_preprocessing_at_most_64_ways_before_the_charge(
     from sklearn.preprocessing import FunctionTransformer
 
     calls = []
-    probe = _search._probe_head
+    probe = _search._probe_head  # patched where _BaseDPSearch._prepare looks it up
     monkeypatch.setattr(_search, "_probe_head", lambda *a: calls.append(1) or probe(*a))
     pipe = Pipeline([("a", FunctionTransformer(_scaled)),
                      ("b", FunctionTransformer(_scaled)), ("dp", _reg())])
@@ -1042,10 +1042,10 @@ def test_settings_that_print_alike_are_each_checked_before_the_charge(reg_data, 
     assert repr(big) == repr(other)
     first = FunctionTransformer(_scaled, kw_args={"c": 1.0, "unused": big})
     second = FunctionTransformer(_scaled, kw_args={"c": 1.0, "unused": other})
-    assert _search._params_key({"a": big}) != _search._params_key({"a": other})
-    assert _search._params_key({"a": [0, 1.5]}) == _search._params_key({"a": [0, 1.5]})
+    assert _slot._params_key({"a": big}) != _slot._params_key({"a": other})
+    assert _slot._params_key({"a": [0, 1.5]}) == _slot._params_key({"a": [0, 1.5]})
     calls = []
-    probe = _search._probe_head
+    probe = _search._probe_head  # patched where _BaseDPSearch._prepare looks it up
     monkeypatch.setattr(_search, "_probe_head", lambda *a: calls.append(a[0]) or probe(*a))
     search = DPGridSearchCV(Pipeline([("a", first), ("dp", _reg())]), {"a": [first, second]},
                             epsilon=1.0, delta=DELTA, accountant=PrivacyAccountant(),
@@ -1152,7 +1152,7 @@ def test_search_score_uses_the_searchs_scoring(reg_data, scoring):
         "neg_mean_absolute_error": -np.mean(np.abs(error)),
         "neg_mean_squared_error": -np.mean(error**2),
         "loss": -np.mean(np.minimum((pred - labels) ** 2 / 2,
-                                    _search._glm_loss_bound(search.best_estimator_))),
+                                    _scores._glm_loss_bound(search.best_estimator_))),
     }[scoring]
     assert search.score(X, y) == pytest.approx(expected, rel=1e-12)
     weights = np.r_[np.ones(600), np.zeros(600)]
@@ -1858,6 +1858,7 @@ def test_a_column_y_gives_one_validation_loss_per_row(reg_data, wrapper, monkeyp
     # row and a column, twice the declared sensitivity bound / n_val.
     X, y = reg_data
     shapes = []
+    # Patched where _BaseDPSearch._validation_utilities looks it up (defined in _scores).
     original = _search._validation_losses
 
     def spy(estimator, slot, scoring, X_val, y_val):

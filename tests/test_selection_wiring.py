@@ -46,8 +46,8 @@ from dp_glm_sklearn import (
     DPLogisticRegression,
     DPRandomizedSearchCV,
 )
-from dp_glm_sklearn.model_selection import _boosting, _search
-from dp_glm_sklearn.model_selection._search import auto_norm_bound_grid
+from dp_glm_sklearn.model_selection import _boosting, _random, _search
+from dp_glm_sklearn.model_selection._auto import auto_norm_bound_grid
 from dp_glm_sklearn.privacy import GaussianEvent, RandomStoppingEvent, gdp_epsilon, gdp_mu
 from dp_glm_sklearn.privacy.selection import random_stopping_epsilon
 
@@ -202,7 +202,7 @@ def test_grid_search_selects_at_the_recorded_epsilon_and_bounds(
 @pytest.mark.parametrize("scoring, kind", [(None, "reg"), ("accuracy", "clf")])
 def test_randomized_search_noise_scale_is_the_recorded_run_mu(
         clf_data, reg_data, monkeypatch, refit, scoring, kind):
-    noise_calls = spy(monkeypatch, _search, "add_gaussian_noise")
+    noise_calls = spy(monkeypatch, _random, "add_gaussian_noise")
     gem_calls, em_calls = selection_spies(monkeypatch, _search)
     estimator, (X, y) = (_clf(), clf_data) if kind == "clf" else (_reg(), reg_data)
     epsilon, mean = 2.0, 4.0

@@ -17,6 +17,7 @@ training and validation parts, recorded as one Gaussian event) is in
 """
 
 from ._boosting import DPConfidenceBoosting
-from ._search import DPGridSearchCV, DPRandomizedSearchCV
+from ._random import DPRandomizedSearchCV
+from ._search import DPGridSearchCV
 
 __all__ = ["DPConfidenceBoosting", "DPGridSearchCV", "DPRandomizedSearchCV"]

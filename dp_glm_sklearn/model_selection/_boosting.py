@@ -49,14 +49,8 @@ from ..privacy.selection import (
     exponential_mechanism,
     gdp_bounded_range_epsilon,
 )
-from ._search import (
-    _BaseDPSearch,
-    _candidate_privacy,
-    _child_seeds,
-    _find_dp_slot,
-    _restore_accountant,
-    _validate_candidates,
-)
+from ._search import _BaseDPSearch, _candidate_privacy, _child_seeds, _restore_accountant
+from ._slot import _find_dp_slot, _validate_candidates
 
 __all__ = ["DPConfidenceBoosting"]
 

@@ -1,0 +1,79 @@
+"""Probes of the preprocessing steps, run before a search's charge.
+
+Before anything is charged, a search fits the steps before the DP estimator
+on the data (on all of it and on each training part) and validates their
+output as the DP estimator will see it, so that bad input fails while
+nothing is spent.  What the probes warn is not shown, and their errors are
+replaced by messages that quote no value or private count of the data.
+"""
+
+import numpy as np
+from sklearn.base import clone
+
+from .._base import _unquoted
+from .._sklearn_compat import safe_indexing
+from .._warn import silenced
+
+#: Beginnings of scikit-learn's input-validation messages that quote no value
+#: of the data, nor a count that a preprocessing step could make private.
+_SAFE_STEP_ERRORS = ("Input X contains", "Input contains", "Input y contains",
+                     "Found array with dim")
+
+#: Beginning of numpy's message for an object in X that is not a number: it
+#: names the object's type only (the bare estimator raises it too).
+_SAFE_TYPE_ERRORS = ("float() argument must be",)
+
+#: Beginnings of scikit-learn's messages that quote shapes or sample counts:
+#: public for the data given, private after a step that drops rows or
+#: selects features on the data.
+_SHAPE_ERRORS = ("Found array with", "Found input variables with inconsistent")
+
+
+def _probe_head(head, X, y, parts):
+    """Fit the preprocessing ``head`` on X (returned transformed) and on each training part.
+
+    Probes before the charge: what they warn is not shown (it may depend on
+    one record, and in the random search on K; the fits warn later).  Their
+    errors are replaced by ones that quote no data: a step's own message may
+    (a ``OneHotEncoder`` names the unknown category, often the rarest, most
+    identifying value; a lookup in a ``FunctionTransformer`` raises a
+    ``KeyError`` naming the key; a step after one that drops rows states
+    the private number of rows kept).  Nor do they say which setting of the
+    grid failed, or how: where a setting starts to fail can depend on the
+    data (a ``VarianceThreshold`` grid would bracket the largest variance).
+    """
+    steps = ", ".join(type(step).__name__ for _, step in head.steps)
+    try:
+        with silenced(), np.errstate(all="ignore"):
+            Xt = clone(head).fit_transform(X, y)
+            for train, val in parts:
+                part = clone(head).fit(safe_indexing(X, train), safe_indexing(y, train))
+                part.transform(safe_indexing(X, val))
+            return Xt
+    except Exception as exc:
+        safe = (isinstance(exc, ValueError) and str(exc).startswith(_SAFE_STEP_ERRORS)
+                or isinstance(exc, TypeError) and str(exc).startswith(_SAFE_TYPE_ERRORS))
+        # A new error, raised outside this block: the original stays out of
+        # its context (a step may have raised it while handling another).
+        error = type(exc)(str(exc)) if safe else _unquoted(
+            exc, f"the preprocessing steps ({steps})") or ValueError(
+            f"The preprocessing steps before the DP estimator ({steps}) failed on the data, "
+            "on all of it or on a training part of the search, for some setting of the grid, "
+            "before anything was charged. What failed is not shown: it may tell values of "
+            "the data. Check the grid's settings against the data's public shape, or fit the "
+            "steps on the data yourself to see why.")
+    raise error
+
+
+def _validated_after(head, probe, Xt, y):
+    """``probe._validated(Xt, y)``; after preprocessing, its shape errors quote no count."""
+    try:
+        return probe._validated(Xt, y, warn=False)
+    except ValueError as exc:
+        if head is None or not str(exc).startswith(_SHAPE_ERRORS):
+            raise
+        error = ValueError(
+            f"{type(probe).__name__} cannot be fitted on the output of the preprocessing "
+            "steps before it (too few samples or features, or a number of rows other than "
+            "y's); the counts are not shown: after preprocessing they may depend on the data.")
+    raise error

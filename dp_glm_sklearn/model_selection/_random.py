@@ -1,0 +1,435 @@
+"""DPRandomizedSearchCV: private random search with random stopping.
+
+The search class and the handling of its ``param_distributions``: checking
+them, the settings checked before the charge (every listed value, one public
+draw of each distribution, and combinations of them within the
+``_MAX_CHECKED_*`` limits), and the draws of the candidates.  The machinery
+shared with the other searches, and the argument for the split (parallel
+composition), are in :mod:`dp_glm_sklearn.model_selection._search`; the
+privacy of random stopping is argued in the class's Notes.
+"""
+
+import math
+from numbers import Real
+
+import numpy as np
+from scipy.stats import rv_discrete
+from sklearn.model_selection import ParameterGrid
+
+from .._base import _clones_draw_nothing, _n_samples, _rng, default_delta
+from .._sklearn_compat import Interval, StrOptions, fit_context, safe_indexing
+from ..privacy.calibration import gdp_sigma
+from ..privacy.events import GaussianEvent, RandomStoppingEvent
+from ..privacy.noise import add_gaussian_noise
+from ..privacy.selection import (
+    random_stopping_mu,
+    random_stopping_refit_mu,
+    sample_stopping_count,
+)
+from ._search import (
+    _PARAMS_BUDGET,
+    _PARAMS_RUN,
+    _PARAMS_SPLIT,
+    _VALIDATION_FRACTION,
+    _BaseDPSearch,
+    _candidate_privacy,
+    _child_seeds,
+    _restore_accountant,
+)
+from ._slot import _check_grid_keys, _find_dp_slot, _params_key, _validate_candidates
+
+__all__ = ["DPRandomizedSearchCV"]
+
+
+# A random search checks the public plan of every combination of its listed
+# values (and one public draw of each distribution) before the charge, up to
+# _MAX_CHECKED_COMBINATIONS; beyond, every pair of values of two parameters,
+# up to _MAX_CHECKED_PAIRS (a few ms each); else each value once.  A tier
+# that sets the preprocessing steps in more than _MAX_CHECKED_STEP_SETTINGS
+# ways is skipped: each is fitted on the data (on X and on each part).
+_MAX_CHECKED_COMBINATIONS = 256
+_MAX_CHECKED_PAIRS = 1024
+_MAX_CHECKED_STEP_SETTINGS = 64
+
+#: The largest mean number of candidates of DPRandomizedSearchCV.
+_MAX_MEAN_CANDIDATES = 1000.0
+
+
+def _check_distributions(param_distributions):
+    """Return the distributions as a list of dicts; raise on a malformed one."""
+    dists = param_distributions if isinstance(param_distributions, list) else [
+        param_distributions]
+    if not dists:
+        raise ValueError("The 'param_distributions' parameter must not be empty.")
+    for dist in dists:
+        if not isinstance(dist, dict):
+            raise ValueError(
+                f"The 'param_distributions' parameter must be a dict or a list of dicts; "
+                f"got {dist!r}."
+            )
+        for name, values in dist.items():
+            ok = hasattr(values, "rvs") or (
+                not isinstance(values, str) and hasattr(values, "__len__") and len(values) > 0)
+            if not ok:
+                raise ValueError(
+                    f"Parameter {name!r} of 'param_distributions' must be a non-empty "
+                    f"sequence or a distribution with an rvs method; got {values!r}."
+                )
+    return dists
+
+
+def _checked_options(dists):
+    """Per dict of ``dists``: ``{name: values}`` to check before the charge.
+
+    Every value of a list; for a distribution, one public draw (a fixed
+    seed, independent of the data and of the search's own draws) and, for a
+    discrete scipy distribution, the finite ends of its support.
+    """
+    check_rng = np.random.default_rng(0)
+    checked = []
+    for dist in dists:
+        options = {}
+        for name in sorted(dist):
+            values = dist[name]
+            if not hasattr(values, "rvs"):
+                options[name] = list(values)
+            else:
+                options[name] = [values.rvs(random_state=check_rng)]
+                if isinstance(getattr(values, "dist", None), rv_discrete):
+                    options[name] += [int(end) if float(end).is_integer() else float(end)
+                                      for end in values.support() if np.isfinite(end)]
+        checked.append(options)
+    return checked
+
+
+def _validate_distributions(estimator, dists, slot):
+    """Check every listed value (and one draw of every distribution) before the charge.
+
+    A bad value would otherwise raise only if it happened to be drawn, after
+    the whole budget was spent.
+    """
+    for options in _checked_options(dists):
+        _validate_candidates(estimator, _one_change_settings(options), slot)
+
+
+def _combined_settings(options, is_own):
+    """Settings to check: every combination of ``options``, if at most
+    ``_MAX_CHECKED_COMBINATIONS``; else every pair of values of two
+    parameters (the others at their first option), if at most
+    ``_MAX_CHECKED_PAIRS``; else each value once (:func:`_one_change_settings`).
+    A tier is used only if it sets the preprocessing steps (the parameters
+    not ``is_own``, which are fitted on the data for each distinct setting)
+    in at most ``_MAX_CHECKED_STEP_SETTINGS`` ways.
+    """
+    names = list(options)
+
+    def affordable(settings):
+        steps = {_params_key({k: v for k, v in s.items() if not is_own(k)}) for s in settings}
+        return len(steps) <= _MAX_CHECKED_STEP_SETTINGS
+
+    if math.prod(len(options[name]) for name in names) <= _MAX_CHECKED_COMBINATIONS:
+        full = list(ParameterGrid({name: options[name] for name in names}))
+        if affordable(full):
+            return full
+    base = {name: values[0] for name, values in options.items()}
+    pairs = [{**base, a: u, b: v}
+             for i, a in enumerate(names) for b in names[i + 1:]
+             for u in options[a] for v in options[b]]
+    if pairs and len(pairs) <= _MAX_CHECKED_PAIRS and affordable(pairs):
+        return pairs
+    return _one_change_settings(options)
+
+
+def _one_change_settings(options):
+    """Settings taking each option of each parameter once, the others at their first option.
+
+    Every setting is one a draw from the same dict could give (a step
+    listed with its own parameters is set together with them); their number
+    is the total number of options, not their product, and at least one (the
+    estimator's own settings, when every parameter is a distribution).
+    """
+    base = {name: values[0] for name, values in options.items()}
+    return [{**base, name: value} for name, values in options.items()
+            for value in values] or [base]
+
+
+def _sample_params(dists, rng):
+    """One draw, with replacement, independent of the data."""
+    dist = dists[int(rng.integers(len(dists)))]
+    params = {}
+    for name in sorted(dist):
+        values = dist[name]
+        if hasattr(values, "rvs"):
+            params[name] = values.rvs(random_state=rng)
+        else:
+            values = list(values)
+            params[name] = values[int(rng.integers(len(values)))]
+    return params
+
+
+class DPRandomizedSearchCV(_BaseDPSearch):
+    """Differentially private random search with random stopping.
+
+    Draws a random number K of candidates (K secret, with mean
+    ``mean_candidates``), trains each on the training part and scores it on
+    the validation part with Gaussian noise, and keeps only the candidate
+    with the best noisy score (Papernot and Steinke 2022; Liu and Talwar
+    2019). Its privacy cost hardly depends on how many
+    candidates are tried: each run gets a budget a few times smaller than
+    the total, where a grid of K candidates divides it by ``sqrt(K)``.
+
+    Parameters
+    ----------
+    estimator : estimator
+        A DP estimator of this library, or a Pipeline ending in one
+        (Pipelines may nest), as in :class:`DPGridSearchCV`.
+
+    param_distributions : dict or list of dicts
+        Parameter names mapped to lists (drawn uniformly, with replacement)
+        or to distributions with an ``rvs`` method (``scipy.stats``). A list
+        of dicts: one dict is drawn uniformly first.
+
+    {budget}
+
+    mean_candidates : float in (1, 1000], default=10.0
+        Expected number of candidates tried. Time and memory grow with the
+        number drawn, whose distribution has a long tail: means above 1000
+        are refused.
+
+    stopping : {{"logarithmic", "geometric"}}, default="logarithmic"
+        Distribution of the number of candidates (truncated negative binomial
+        of shape 0 or 1); the logarithmic one costs less privacy at the same
+        mean.
+
+    {split}
+
+    {run}
+
+    Attributes
+    ----------
+    best_estimator_ : estimator
+        The chosen candidate (or its refit on all the data).
+
+    best_params_ : dict
+        Its parameters.
+
+    best_index_ : int
+        Always 0: ``cv_results_`` holds the chosen candidate only.
+
+    cv_results_ : dict
+        ``"params"`` (one entry, the chosen candidate) and ``"selected"``.
+        The other candidates, and how many there were, stay secret: the
+        guarantee of random stopping holds only if they are never released.
+        So do the warnings of the candidates' public plans (an unused
+        option): the search shows none (their number, or which ones appear,
+        would tell how many ran). No search shows the warnings of its fits.
+
+    privacy_events_ : list of events
+        ``RandomStoppingEvent(mu_run, mean_candidates, stopping)`` for the
+        search (priced from its Renyi DP curve at whatever delta a ledger is
+        measured), and a ``GaussianEvent`` for the refit.
+
+    privacy_spent_ : tuple (epsilon, delta)
+        Guarantee of ``fit``, derived from ``privacy_events_``.
+
+    candidate_privacy_ : tuple (epsilon, delta)
+        Budget each candidate was trained with.
+
+    See Also
+    --------
+    DPGridSearchCV : exhaustive search over a small grid.
+
+    Notes
+    -----
+    Privacy (replace-one adjacency, n public). One run trains a candidate on
+    the training part at ``mu_run``-GDP and releases its validation score
+    (sensitivity ``D``) plus ``N(0, (D / mu_run)^2)``; a record is in one
+    part only, so a run is ``mu_run``-GDP (parallel composition). The best
+    of K runs, K drawn from ``stopping`` and kept secret, is
+    (epsilon, delta)-DP by
+    :func:`~dp_glm_sklearn.privacy.selection.random_stopping_epsilon`
+    (Papernot and Steinke 2022, Theorem 2, via dp-accounting's RDP
+    accountant), and ``mu_run`` is the largest for which it is at most the
+    budget. The event charged is a ``RandomStoppingEvent``: the accountant
+    prices it from its RDP curve at the accountant's own delta, composed
+    with the rest of the ledger by :func:`~dp_glm_sklearn.privacy.compose`;
+    at a delta below the search's it costs more than ``epsilon`` (a search at
+    (2, 1e-5) costs about 2.13 at 1e-6), never ``inf``. With ``refit=True``
+    the search gets (epsilon/2, delta/2) and the refit the largest Gaussian
+    budget with which the two still compose to (epsilon, delta)
+    (:func:`~dp_glm_sklearn.privacy.selection.random_stopping_refit_mu`: at
+    least that of (epsilon/2, delta/2), more by the joint RDP composition of
+    the two; at (2, 1e-5) about 24% more mu with ``mean_candidates=10``, 31%
+    with 4, 19% with 30).
+
+    K is secret from the results, but the running time of ``fit`` grows
+    with K; do not publish it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dp_glm_sklearn import DPLinearRegression, DPRandomizedSearchCV
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(5000, 3)) / 2
+    >>> y = X @ [0.5, -0.5, 0.25] + 0.05 * rng.normal(size=5000)
+    >>> search = DPRandomizedSearchCV(
+    ...     DPLinearRegression(feature_norm=1.5, y_bound=1.0),
+    ...     {{"norm_bound": [0.3, 1.0, 3.0, 10.0]}}, epsilon=2.0, delta=1e-5,
+    ...     mean_candidates=4, random_state=0).fit(X, y)
+    >>> epsilon, delta = search.privacy_spent_
+    >>> round(epsilon, 6), delta
+    (2.0, 1e-05)
+    >>> len(search.cv_results_["params"])
+    1
+    """
+
+    _parameter_constraints: dict = {
+        **_BaseDPSearch._parameter_constraints,
+        "param_distributions": [dict, list],
+        # K's tail is heavy (the logarithmic law's above all): at a mean of
+        # 1e9 the candidates drawn before the charge did not fit in memory.
+        "mean_candidates": [Interval(Real, 1, _MAX_MEAN_CANDIDATES, closed="right")],
+        "stopping": [StrOptions({"logarithmic", "geometric"})],
+    }
+
+    def __init__(self, estimator, param_distributions, *, epsilon=1.0, delta=None,
+                 scoring=None, mean_candidates=10.0, stopping="logarithmic",
+                 validation_fraction=_VALIDATION_FRACTION, refit=False, n_jobs=None,
+                 random_state=None, accountant=None):
+        self.estimator = estimator
+        self.param_distributions = param_distributions
+        self.epsilon = epsilon
+        self.delta = delta
+        self.scoring = scoring
+        self.mean_candidates = mean_candidates
+        self.stopping = stopping
+        self.validation_fraction = validation_fraction
+        self.refit = refit
+        self.n_jobs = n_jobs
+        self.random_state = random_state
+        self.accountant = accountant
+
+    def _show_candidate_warnings(self, caught):
+        """Show none: K is secret (see ``cv_results_``)."""
+
+    def _plan(self, n_samples):
+        delta = default_delta(n_samples) if self.delta is None else float(self.delta)
+        epsilon = float(self.epsilon)
+        if self.refit:
+            epsilon_search, delta_search = epsilon / 2.0, delta / 2.0
+        else:
+            epsilon_search, delta_search = epsilon, delta
+        mean, stopping = float(self.mean_candidates), self.stopping
+        try:
+            mu_run = random_stopping_mu(epsilon_search, delta_search, mean, stopping)
+        except ValueError:
+            if not self.refit:
+                raise
+            raise ValueError(  # random_stopping_mu's message would quote epsilon / 2
+                f"epsilon={epsilon!r} is too small: with refit=True the search gets half of "
+                f"it, below what random stopping with mean={mean!r} costs even for runs "
+                "that reveal nothing; raise epsilon, lower mean_candidates, or use "
+                "refit=False.") from None
+        candidate_epsilon, mu_paid = _candidate_privacy(mu_run, delta_search,
+                                                        remedy="lower mean_candidates")
+        # The runs' GDP parameter, not an (epsilon, delta) pair: a ledger
+        # measured at any delta can price the search, where an
+        # ApproxDPEvent(epsilon, delta_search) costs inf below delta_search.
+        events = [RandomStoppingEvent(
+            mu=mu_paid, mean=mean, stopping=stopping,
+            label=f"DPRandomizedSearchCV: random stopping ({stopping}, mean {mean:g})",
+        )]
+        plan = dict(delta=delta, candidate_epsilon=candidate_epsilon,
+                    candidate_delta=delta_search, mu_candidate=mu_paid, events=events)
+        if self.refit:
+            mu_refit = random_stopping_refit_mu(mu_paid, mean, epsilon, delta, stopping)
+            refit_epsilon, mu_refit_paid = _candidate_privacy(mu_refit, delta / 2.0, "the refit",
+                                                              "use refit=False")
+            events.append(GaussianEvent(mu=mu_refit_paid, label="DPRandomizedSearchCV: refit"))
+            plan.update(refit_epsilon=refit_epsilon, refit_delta=delta / 2.0,
+                        mu_refit=mu_refit_paid)
+        return plan
+
+    def _possible_candidates(self, candidates, slot):
+        # What could be drawn, not the draws: which were drawn depends on K,
+        # which the search keeps secret.  A value may be refused only next
+        # to another (output perturbation with a huge l2_regularization):
+        # combinations of the checked options (_combined_settings).
+        return [setting for options in _checked_options(
+                    _check_distributions(self.param_distributions))
+                for setting in _combined_settings(options, slot.owns)]
+
+    @fit_context(prefer_skip_nested_validation=False)
+    @_clones_draw_nothing
+    def fit(self, X, y):
+        """Try a random number of random candidates; keep the best, privately.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Training data.
+        y : array-like of shape (n_samples,)
+            Targets.
+
+        Returns
+        -------
+        self : object
+
+        Raises
+        ------
+        BudgetExceededError
+            If the accountant cannot afford (epsilon, delta); nothing is
+            trained.
+        """
+        dists = _check_distributions(self.param_distributions)
+        slot = _find_dp_slot(self.estimator)
+        _check_grid_keys(dists, slot)
+        _validate_distributions(self.estimator, dists, slot)
+        n_samples = _n_samples(X, type(self).__name__)
+        self._validation_size(n_samples)
+        plan = self._plan(n_samples)
+        # The split, K and the candidates do not depend on the data: drawn
+        # before the charge, so that a value a distribution draws outside its
+        # parameter's range fails before anything is spent.  (An error here
+        # says nothing of the data; K is only kept out of what a fit shows.)
+        accountant = self._check_budget(slot, plan["events"], plan["delta"])
+        rng = _rng(self.random_state)
+        if rng is self.random_state:
+            # A user's Generator: draw a fixed number of values from it, not a
+            # number that grows with the secret K.
+            rng = np.random.default_rng(rng.integers(2**32, size=4, dtype=np.uint64))
+        train, val = self._split(n_samples, rng)
+        count = sample_stopping_count(self.mean_candidates, self.stopping, rng)
+        candidates = [_sample_params(dists, rng) for _ in range(count)]
+        _validate_candidates(self.estimator, candidates, slot)
+        X, y, fixed = self._charge(accountant, slot, plan["events"], type(self).__name__, X, y,
+                                   candidates, parts=[(train, val)],
+                                   fits=self._fits(plan, len(train), n_samples))
+        X_tr, y_tr = safe_indexing(X, train), safe_indexing(y, train)
+        X_val, y_val = safe_indexing(X, val), safe_indexing(y, val)
+        seeds = _child_seeds(rng, count, self.random_state)
+        fitted = self._fit_candidates(slot, plan, fixed, [
+            (params, X_tr, y_tr, seed) for params, seed in zip(candidates, seeds, strict=True)])
+
+        utilities, sensitivities = self._validation_utilities(fitted, slot, X_val, y_val)
+        noisy = [add_gaussian_noise(u, gdp_sigma(d, plan["mu_candidate"]), rng)
+                 for u, d in zip(utilities, sensitivities, strict=True)]
+        best = int(np.argmax(noisy))
+        del utilities, noisy
+
+        best_estimator = fitted[best]
+        if self.refit:
+            best_estimator = self._refit(candidates[best], slot, X, y, plan, rng, fixed)
+        self.best_index_ = 0
+        self.best_params_ = dict(candidates[best])
+        self.best_estimator_ = _restore_accountant(best_estimator, slot, self.accountant)
+        self._set_results([candidates[best]], 0, sensitivities[best:best + 1])
+        del candidates, fitted
+        self._set_privacy(plan)
+        return self
+
+
+DPRandomizedSearchCV.__doc__ = DPRandomizedSearchCV.__doc__.format(
+    budget=_PARAMS_BUDGET.format(),
+    split=_PARAMS_SPLIT.format(validation_fraction=_VALIDATION_FRACTION),
+    run=_PARAMS_RUN.format())

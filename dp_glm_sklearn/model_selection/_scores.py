@@ -1,0 +1,128 @@
+"""Bounded validation scores: what the searches select on.
+
+The scorings a search accepts (:data:`SCORINGS`) and the per-example
+validation losses behind them, each clipped to ``[0, bound]`` with a public
+``bound`` (0/1 errors; the errors of predictions clipped to the public label
+interval; the GLM's training loss clipped at its sup over the constraint
+ball, the paper's Delta(B)), so that a mean over ``n_val`` rows has
+replace-one sensitivity ``bound / n_val``.
+"""
+
+import math
+
+import numpy as np
+from scipy.special import log_expit, log_softmax
+from sklearn.base import is_classifier
+
+from .._warn import silenced
+from ._slot import _head
+
+#: Scores of bounded sensitivity a search can select on.
+SCORINGS = ("accuracy", "loss", "neg_mean_absolute_error", "neg_mean_squared_error")
+
+
+def _check_scoring(estimator, slot, scoring):
+    """Raise if ``scoring`` cannot be computed for ``estimator`` (before any charge)."""
+    owner = slot.owner(estimator)
+    if scoring == "accuracy" and not is_classifier(estimator):
+        raise ValueError(
+            f"scoring='accuracy' needs a classifier; got {type(estimator).__name__}. "
+            f"Use one of {[s for s in SCORINGS if s != 'accuracy']}."
+        )
+    if scoring in ("neg_mean_absolute_error", "neg_mean_squared_error"):
+        _regression_interval(owner, scoring)
+
+
+def _regression_interval(owner, scoring):
+    if not hasattr(owner, "_y_interval"):
+        raise ValueError(
+            f"scoring={scoring!r} needs a DP regressor with a public 'y_bound'; "
+            f"got {type(owner).__name__}."
+        )
+    return owner._y_interval()
+
+
+def _augmented_feature_norm(owner):
+    X = float(owner.feature_norm)
+    c = owner._intercept_feature(owner.n_features_in_)
+    return math.hypot(X, c)
+
+
+def _glm_loss_bound(owner):
+    """Sup of the training loss over the constraint ball and the public bounds.
+
+    ``|z| <= B * X_aug`` for every clipped row; the loss is then at most
+    ``phi(B X_aug + Y)`` for squared and Huber losses (residual bound),
+    ``log(1 + e^{B X_aug})`` for the logistic loss and
+    ``log(1 + (K - 1) e^{sqrt(2) B X_aug})`` for the multinomial loss
+    (``|z_k - z_y| <= ||w_k - w_y|| X <= sqrt(2) ||W|| X``).  This is the
+    paper's Delta(B) (Assumption 2); the per-example losses are clipped at it,
+    so it is their exact bound whatever the model.
+    """
+    B = float(getattr(owner, "norm_bound_", owner.norm_bound))
+    bz = B * _augmented_feature_norm(owner)
+    if is_classifier(owner):
+        k = len(owner.classes_)
+        if k == 2:
+            return float(np.logaddexp(0.0, bz))
+        return float(np.logaddexp(0.0, math.log(k - 1) + math.sqrt(2.0) * bz))
+    low, high = owner._y_interval()
+    y_bound = (high - low) / 2 if owner.fit_intercept else max(abs(low), abs(high))
+    loss = owner._get_loss()
+    return float(loss.value(np.array([[bz + y_bound]]), np.zeros(1))[0])
+
+
+def _glm_losses(owner, X, y):
+    """Per-example training loss of a fitted DP GLM on (transformed) rows."""
+    if is_classifier(owner):
+        classes = owner.classes_
+        known = np.isin(y, classes)
+        codes = np.searchsorted(classes, np.where(known, y, classes[0]))
+        # In float64 whatever the model's dtype: a float32 model's log
+        # probabilities are coarser (the loss is clipped to its bound anyway).
+        scores = np.asarray(owner.decision_function(X), dtype=np.float64)
+        log_p = (np.column_stack([log_expit(-scores), log_expit(scores)]) if scores.ndim == 1
+                 else log_softmax(scores, axis=1))[np.arange(len(codes)), codes]
+        return np.where(known, -log_p, np.inf)
+    low, high = owner._y_interval()
+    residual = owner.predict(X) - np.clip(np.asarray(y, dtype=np.float64), low, high)
+    return owner._get_loss().value(residual[:, None], np.zeros(len(residual)))
+
+
+def _validation_losses(estimator, slot, scoring, X, y):
+    """Per-example losses in ``[0, bound]`` and the public ``bound``.
+
+    The mean of n such losses has replace-one sensitivity ``bound / n``.
+    Validation rows are not clipped: a huge one overflows the prediction or
+    the loss to inf or NaN, which the clip to ``[0, bound]`` turns into the
+    bound.  numpy's floating-point warnings, and the warnings of a user's
+    steps transforming the validation rows, are not shown: whether they
+    appear depends on one private record, once per candidate they would
+    count the random search's secret K, and under warnings-as-errors one
+    would raise after the charge.
+    """
+    with silenced(), np.errstate(all="ignore"):
+        return _clipped_losses(estimator, slot, scoring, X, y)
+
+
+def _clipped_losses(estimator, slot, scoring, X, y):
+    if scoring == "accuracy":
+        losses = (np.asarray(estimator.predict(X)) != np.asarray(y)).astype(np.float64)
+        return losses, 1.0
+    owner = slot.owner(estimator)
+    if scoring == "loss":
+        head = _head(estimator)  # fitted: the Pipelines' steps before the DP estimator
+        if head is not None:
+            X = head.transform(X)
+        bound = _glm_loss_bound(owner)
+        losses = _glm_losses(owner, X, y)
+    else:
+        low, high = _regression_interval(owner, scoring)
+        pred = np.clip(np.asarray(estimator.predict(X), dtype=np.float64), low, high)
+        error = np.abs(pred - np.clip(np.asarray(y, dtype=np.float64), low, high))
+        if scoring == "neg_mean_absolute_error":
+            losses, bound = error, high - low
+        else:
+            losses, bound = error**2, (high - low) ** 2
+    losses = np.nan_to_num(losses, nan=bound, posinf=bound)
+    return np.clip(losses, 0.0, bound), float(bound)

@@ -1,0 +1,244 @@
+"""The DP estimator inside a searched estimator, and the searched parameters.
+
+A search wraps a DP estimator of this library, alone or as the last step of
+(possibly nested) Pipelines.  This module finds it (:class:`_DPSlot`, where
+its privacy parameters live), reads the preprocessing steps before it,
+clones the estimator with a candidate's parameters, and makes hashable keys
+and ``cv_results_`` columns of parameter values.  Before anything is charged,
+it refuses grid keys that would set the budget and candidates that move,
+replace or misconfigure the DP estimator, and warns of preprocessing steps
+that learn from the data and of estimator parameters the search overrides.
+"""
+
+import inspect
+from dataclasses import dataclass
+
+import numpy as np
+from sklearn.base import BaseEstimator, clone, is_classifier
+from sklearn.pipeline import Pipeline
+from sklearn.utils import get_tags
+
+from .._sklearn_compat import validate_params
+from .._warn import warn_user
+from ..privacy.accountant import PrivacyLeakWarning
+
+
+@dataclass(frozen=True)
+class _DPSlot:
+    """Where the DP estimator's privacy parameters live in ``estimator``."""
+
+    prefix: str  # "" or "step__"
+    has_random_state: bool
+    accountant: object  # the value of its accountant parameter
+    random_state: object = None  # the value of its random_state parameter
+
+    def key(self, name):
+        return self.prefix + name
+
+    def owns(self, name):
+        """Whether the searched parameter ``name`` is one of the DP estimator's own
+        (the others set preprocessing steps before it)."""
+        return name.startswith(self.prefix)
+
+    def owner(self, estimator):
+        """The DP estimator object inside ``estimator`` (fitted or not)."""
+        if not self.prefix:
+            return estimator
+        return estimator.get_params(deep=True)[self.prefix[:-2]]
+
+
+def _warn_fitted_preprocessing(search, slot, candidates):
+    """Warn when a Pipeline step before the DP estimator learns from the data.
+
+    Such a step (a ``StandardScaler``: means and variances) is fitted on the
+    private data without noise and published in ``best_estimator_``; no
+    privacy figure of the search covers it.  Steps that scikit-learn tags as
+    needing no fit (``FunctionTransformer``, ``Normalizer``) learn nothing;
+    the guarantee also needs them to act row by row (a function centring the
+    columns makes every row depend on every record), which no tag can tell.
+    The warning depends on the estimator only, not on the data.
+    """
+    steps = [step for params in [{}, *candidates]  # the estimator's and each candidate's
+             for step in _preprocessing(_with_params(search.estimator, params))]
+    fitted = list(dict.fromkeys(
+        f"{name!r} ({type(step).__name__})" for name, step in steps
+        if isinstance(step, BaseEstimator) and get_tags(step).requires_fit))
+    if fitted:
+        warn_user(
+            f"{type(search).__name__}: the Pipeline step(s) {', '.join(fitted)} before the DP "
+            "estimator are fitted on the private data without noise; what they learn (a "
+            "StandardScaler's means and variances, an encoder's categories) is published in "
+            "best_estimator_ and is not covered by privacy_spent_. Use row-wise transforms "
+            "with public parameters (e.g. a FunctionTransformer acting on each row alone) "
+            "to keep the whole fit private.",
+            PrivacyLeakWarning,
+        )
+
+
+def _validate_candidates(estimator, candidates, slot):
+    """Check every candidate's parameters of the DP estimator before anything is charged.
+
+    An invalid value in the grid (say ``norm_bound=-1``) would otherwise raise
+    only when its candidate is trained, after the whole budget was spent.
+    """
+    expected = type(slot.owner(estimator))
+    for params in candidates:
+        candidate = _with_params(estimator, params)
+        if _find_dp_slot(candidate).prefix != slot.prefix:
+            raise ValueError(
+                f"The parameter grid moves or replaces the DP estimator ({params!r}); "
+                "the grid may change its parameters, not the estimator itself."
+            )
+        owner = slot.owner(candidate)
+        if type(owner) is not expected:
+            raise ValueError(
+                f"The parameter grid replaces the DP estimator {expected} by {type(owner)} "
+                f"({params!r}); the grid may change its parameters only."
+            )
+        # scikit-learn's declarative checks, of every step with them.
+        parts = [candidate, *candidate.get_params(deep=True).values()]
+        for part in parts:
+            if isinstance(part, BaseEstimator) and hasattr(part, "_parameter_constraints"):
+                validate_params(part)
+        if hasattr(owner, "_y_interval") and not is_classifier(owner):
+            owner._y_interval()  # a malformed y_bound
+
+
+def _column_dtype(values):
+    """numpy's dtype for a ``cv_results_`` column of these values if 1-D numeric, else object.
+
+    As scikit-learn's searches (1.5+): numbers give a numeric column, so a
+    DataFrame of ``cv_results_`` can sort and plot it; strings, None,
+    sequences and estimators stay objects.
+    """
+    try:
+        array = np.asarray(list(values.values()))
+    except (ValueError, TypeError):
+        return object
+    return array.dtype if array.ndim == 1 and array.dtype.kind in "biuf" else object
+
+
+def _params_key(params):
+    """A hashable key for a dict of parameters (values by :func:`_value_key`)."""
+    return tuple(sorted((name, _value_key(value)) for name, value in params.items()))
+
+
+def _value_key(value):
+    """Equal for equal plain values (numbers, strings, None, and lists, tuples
+    and dicts of them); otherwise the object's identity.  Not its repr: numpy
+    and scikit-learn shorten long ones, so two different step objects or
+    arrays could share a key, and the second would go unchecked.
+    """
+    if value is None or isinstance(value, (str, bytes, bool, int, float, np.generic)):
+        return (type(value).__name__, repr(value))
+    if isinstance(value, np.ndarray):  # by content: clone copies arrays
+        return ("ndarray", value.dtype.str, value.shape, _value_key(value.tolist())
+                if value.dtype == object else value.tobytes())
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_value_key(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((repr(k), _value_key(v)) for k, v in value.items())))
+    return ("id", id(value))
+
+
+def _with_params(estimator, params):
+    """A clone of ``estimator`` with ``params`` set to clones of their values.
+
+    As scikit-learn's searches do: a step object listed in a grid is shared
+    by every candidate that uses it, and fitting it in place would let one
+    candidate's fit overwrite another's (and change the user's grid).
+    """
+    return clone(estimator).set_params(**_cloned(params))
+
+
+def _cloned(params):
+    return {name: clone(value, safe=False) for name, value in params.items()}
+
+
+def _find_dp_slot(estimator):
+    params = estimator.get_params(deep=True)
+    keys = [k for k in params if k == "epsilon" or k.endswith("__epsilon")]
+    if len(keys) != 1:
+        raise ValueError(
+            "The 'estimator' parameter must contain exactly one DP estimator (one "
+            f"parameter named 'epsilon' or '<step>__epsilon'); found {keys or 'none'}."
+        )
+    prefix = keys[0][: -len("epsilon")]
+    missing = [prefix + k for k in ("delta", "accountant") if prefix + k not in params]
+    if missing:
+        raise ValueError(
+            f"The DP estimator in 'estimator' has no parameter(s) {missing}; "
+            "DP searches need estimators with epsilon, delta and accountant parameters."
+        )
+    node = estimator
+    for name in prefix.split("__")[:-1]:
+        if not (isinstance(node, Pipeline) and node.steps[-1][0] == name):
+            raise ValueError(
+                f"The DP estimator of 'estimator' is {prefix[:-2]!r}, inside a "
+                f"{type(node).__name__}; DP searches take the DP estimator itself, or a "
+                "Pipeline (Pipelines may nest) whose last step it is. Other meta-estimators "
+                "fit a copy of it, whose privacy the search cannot check."
+            )
+        node = node.steps[-1][1]
+    return _DPSlot(prefix, prefix + "random_state" in params, params[prefix + "accountant"],
+                   params.get(prefix + "random_state"))
+
+
+def _preprocessing(estimator):
+    """The steps before the DP estimator as ``(parameter path, step)`` pairs.
+
+    ``estimator`` is the DP estimator or a chain of Pipelines ending in it
+    (:func:`_find_dp_slot`); nested Pipelines are flattened, in the order a
+    fit runs them.
+    """
+    steps, path = [], ""
+    while isinstance(estimator, Pipeline):
+        steps += [(path + name, step) for name, step in estimator.steps[:-1]]
+        path += estimator.steps[-1][0] + "__"
+        estimator = estimator.steps[-1][1]
+    return steps
+
+
+def _head(estimator):
+    """The steps before the DP estimator as one (unfitted or fitted) Pipeline, or None."""
+    steps = _preprocessing(estimator)
+    return Pipeline([(f"step{i}", step) for i, (_, step) in enumerate(steps)]) if steps else None
+
+
+def _check_grid_keys(candidates, slot):
+    reserved = {slot.key(k) for k in ("epsilon", "delta", "accountant", "random_state")}
+    for params in candidates:
+        bad = sorted(reserved & set(params))
+        if bad:
+            raise ValueError(
+                f"The parameter grid may not set {bad}: the search sets the budget, "
+                "the accountant and the seed of every candidate itself."
+            )
+
+
+#: Parameters of the DP estimator that a search sets for every fit it makes.
+_SET_BY_SEARCH = ("epsilon", "delta", "random_state")
+
+
+def _search_defaults(owner):
+    """The constructor defaults of the parameters in :data:`_SET_BY_SEARCH`."""
+    parameters = inspect.signature(type(owner)).parameters
+    return {k: parameters[k].default for k in _SET_BY_SEARCH if k in parameters}
+
+
+def _warn_overridden(search, owner):
+    """Warn when the wrapped estimator sets a parameter the search overrides
+    (to neither its default nor the search's own value)."""
+    def differs(value, other):
+        return value is not other and not (np.isscalar(value) and value == other)
+
+    set_ = [f"{k}={getattr(owner, k)!r}" for k, default in _search_defaults(owner).items()
+            if differs(getattr(owner, k), default)
+            and differs(getattr(owner, k), getattr(search, k, default))]
+    if set_:
+        warn_user(
+            f"{type(search).__name__} sets epsilon, delta and random_state of every fit "
+            f"it makes from its own parameters; the estimator's {', '.join(set_)} "
+            "is ignored.",
+            UserWarning,
+        )
