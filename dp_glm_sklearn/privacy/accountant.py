@@ -25,6 +25,7 @@ from .events import (
     RandomStoppingEvent,
     _as_event_tuple,
     _compose_summary,
+    _quick_bound,
     _RunningSummary,
     compose,
 )
@@ -73,7 +74,13 @@ class SpendRecord:
         When it was recorded (local time, timezone-aware).
     total_epsilon : float
         Epsilon of the whole ledger after this charge, at the accountant's
-        delta.
+        delta: the full composition (:func:`compose`) if it was computed when
+        the charge was made or while it was the last one; otherwise a
+        cheaper bound that ``compose`` also considers (Renyi DP with random
+        stopping, basic composition with pure or approximate events), a
+        valid guarantee that may be a little looser.  A ledger of Gaussian
+        events only is always exact, and so is the total of
+        :meth:`PrivacyAccountant.spent`.
     """
 
     events: tuple
@@ -132,6 +139,9 @@ def _restore_accountant(uid, home, state):
         accountant._epsilon = state["epsilon"]
         accountant._delta = state["delta"]
         accountant._records = list(state["records"])
+        accountant._summary = _RunningSummary()
+        for record in accountant._records:
+            accountant._summary.add(record.events)
         accountant._lock = threading.Lock()
         _LIVE.add(accountant)
         accountant._uid = uid
@@ -227,6 +237,7 @@ class PrivacyAccountant:
             raise ValueError("delta must be a number in [0, 1), got 1.0: at delta = 1 every "
                              "release costs epsilon 0, and the budget would refuse nothing.")
         self._records = []
+        self._summary = _RunningSummary()  # of the whole ledger, kept up to date
         self._lock = threading.Lock()
         _LIVE.add(self)
         self._uid = uuid.uuid4().hex
@@ -278,9 +289,14 @@ class PrivacyAccountant:
     def _settle_locked(self, count, only_last=False):
         """Compute the running totals left pending among the first ``count`` records.
 
-        An unlimited budget refuses nothing, so its charges do not compose the
-        ledger (with a random-stopping event in it, that takes about half a
-        second per charge); each total is computed once, when first read.
+        A charge composes the ledger in full only when it must (see
+        ``_check_locked``; with a random-stopping event in it, that takes up to
+        a second): an unlimited budget refuses nothing, and a charge that a
+        cheap valid bound shows to fit the budget is accepted on that bound.
+        Such a record's total is computed once, when first read: in full if
+        it is the last record (the ledger's current total), else by the quick
+        bound (see :class:`SpendRecord`), so that reading a long mixed ledger
+        does not compose each of its prefixes in full.
         """
         pending = [i for i in ([count - 1] if only_last else range(count))
                    if self._records[i].total_epsilon is None]
@@ -288,12 +304,14 @@ class PrivacyAccountant:
             return
         # One running summary over the ledger (compose's, of each prefix):
         # O(events), not O(records^2).
-        running, j = _RunningSummary(), 0
+        running, j, last = _RunningSummary(), 0, len(self._records) - 1
         for i in pending:
             for record in self._records[j: i + 1]:
                 running.add(record.events)
             j = i + 1
-            total = _compose_summary(*running.summary(), self._delta)
+            summary = running.summary()
+            quick = None if i == last else _quick_bound(*summary, self._delta)
+            total = quick[0] if quick is not None else _compose_summary(*summary, self._delta)
             self._records[i] = replace(self._records[i], total_epsilon=total)
 
     def _ensure_attached(self):
@@ -319,13 +337,20 @@ class PrivacyAccountant:
         """Return the total epsilon after ``events``, or raise if over budget.
 
         With an unlimited budget nothing is refused: returns None, the total
-        left to be computed when read (see ``_settle_locked``).
+        left to be computed when read (see ``_settle_locked``); also None when
+        a bound that ``compose`` takes the smallest of (``_quick_bound``)
+        already fits the budget.
         """
         self._ensure_attached()
         if self._epsilon == math.inf:
             return None
-        total = compose(self._all_events() + list(events), self._delta)
-        if total > self._epsilon * (1.0 + _BUDGET_RTOL):
+        summary = self._summary.copy().add(events).summary()
+        limit = self._epsilon * (1.0 + _BUDGET_RTOL)
+        quick = _quick_bound(*summary, self._delta)
+        if quick is not None and quick[0] <= limit:
+            return quick[0] if quick[1] else None
+        total = _compose_summary(*summary, self._delta)
+        if total > limit:
             cost = compose(events, self._delta)
             hint = ""
             if self._delta == 0 and math.isinf(cost) and _needs_positive_delta(events):
@@ -401,6 +426,7 @@ class PrivacyAccountant:
             raise TypeError(f"source must be a str or None, got {source!r}.")
         total = self._check_locked(events)
         self._records.append(SpendRecord(events, source, datetime.now().astimezone(), total))
+        self._summary.add(events)
 
     def spent(self):
         """Total (epsilon, delta) spent so far; epsilon is measured at ``delta``."""
@@ -416,7 +442,9 @@ class PrivacyAccountant:
         """A table of the releases, their costs and the running total.
 
         One row per charge: time, source, events, the charge's own epsilon
-        and the total epsilon after it, both at the accountant's delta.
+        and the total epsilon after it, both at the accountant's delta (the
+        total as in :attr:`SpendRecord.total_epsilon`: the last row's is the
+        full composition, an earlier row's may be a valid looser bound).
 
         Returns
         -------
@@ -467,7 +495,10 @@ class PrivacyAccountant:
 
     def __reduce__(self):
         with self._lock:
-            self._settle_locked(len(self._records))
+            # The total, not every record's (a long mixed ledger takes a PLD
+            # per record); a copy computes those it is asked for.
+            if self._records:
+                self._settle_locked(len(self._records), only_last=True)
             state = {
                 "epsilon": self._epsilon,
                 "delta": self._delta,

@@ -23,8 +23,9 @@ and this curve is tight: no smaller delta holds for that epsilon.
 import math
 import numbers
 
+import numpy as np
 from scipy.optimize import brentq
-from scipy.special import log_ndtr
+from scipy.special import log_ndtr, ndtri
 
 __all__ = [
     "gaussian_sigma",
@@ -215,8 +216,15 @@ def gdp_mu(epsilon, delta):
     # safe against float error, and gdp_epsilon(gdp_mu(eps, delta), delta)
     # does not come back above eps.
     mu = _solve(lambda mu: _gdp_log_delta(epsilon, mu, margin=2.0) - log_target, start=1.0)
-    while _gdp_log_delta(epsilon, mu, margin=2.0) > log_target:  # brentq's last ulps
+    for _ in range(64):  # brentq's last ulps
+        if _gdp_log_delta(epsilon, mu, margin=2.0) <= log_target:
+            return mu
         mu = math.nextafter(mu, 0.0)
+    # Only in extreme corners (epsilon near 1e-300, where the error bound
+    # dwarfs the function): halve until safe; smaller mu is always safe, and
+    # mu = 0 (no release) ends the loop.
+    while mu > 0.0 and _gdp_log_delta(epsilon, mu, margin=2.0) > log_target:
+        mu /= 2.0
     return mu
 
 
@@ -256,10 +264,29 @@ def gdp_epsilon(mu, delta):
     if _gdp_log_delta(0.0, mu, margin=1.0) <= log_target:
         return 0.0
     # Negated so that the function is increasing, as _solve expects.
-    epsilon = _solve(lambda eps: log_target - _gdp_log_delta(eps, mu, margin=1.0), start=1.0)
-    while _gdp_log_delta(epsilon, mu, margin=1.0) > log_target:  # brentq's last ulps
+    try:
+        epsilon = _solve(lambda eps: log_target - _gdp_log_delta(eps, mu, margin=1.0),
+                         start=1.0)
+    except RuntimeError:  # mu beyond about 1e-154 .. 1e154: the profile over/underflows
+        return _tail_epsilon(mu, delta)
+    for _ in range(64):  # brentq's last ulps
+        if _gdp_log_delta(epsilon, mu, margin=1.0) <= log_target:
+            return epsilon
         epsilon = math.nextafter(epsilon, _INF)
-    return epsilon
+    return max(epsilon, _tail_epsilon(mu, delta))
+
+
+def _tail_epsilon(mu, delta):
+    """A valid, looser epsilon for ``gdp_epsilon``'s extreme cases.
+
+    ``delta(eps; mu) <= Phi(-eps / mu + mu / 2)`` (the profile's first
+    term), which is ``delta`` at ``eps = mu (z + mu / 2)``, ``z = -Phi^-1(delta)``;
+    rounded up by a relative 1e-9, and inf if that overflows.
+    """
+    z = -float(ndtri(delta))
+    with np.errstate(over="ignore"):
+        epsilon = float(np.float64(mu) * (z + mu / 2.0)) * (1.0 + 1e-9)
+    return max(0.0, epsilon) if math.isfinite(epsilon) else _INF
 
 
 def _check_calibration_args(sensitivity, epsilon, delta, n_compositions):

@@ -227,16 +227,39 @@ def _as_event_tuple(events):
 
 
 class _RunningSummary:
-    """:func:`_summarize`, built event by event: an accountant reads the
-    summary of each prefix of its ledger in one pass."""
+    """:func:`_summarize`, built event by event: an accountant keeps the
+    summary of its ledger up to date, and reads that of each prefix in one
+    pass.
+
+    The squares of the Gaussian events' mu are added with Neumaier's
+    compensated summation: a plain float sum drops terms below half an ulp of
+    the total (a million events of mu 1e-8 after one of mu 1 would count for
+    nothing), which would put the reported epsilon below the truth.
+    """
 
     def __init__(self):
-        self._sum_sq, self._others, self._runs = 0, [], []
+        self._sum_sq, self._compensation, self._others, self._runs = 0.0, 0.0, [], []
+
+    def copy(self):
+        other = _RunningSummary()
+        other._sum_sq, other._compensation = self._sum_sq, self._compensation
+        other._others, other._runs = list(self._others), list(self._runs)
+        return other
 
     def add(self, events):
         for e in events:
             if isinstance(e, GaussianEvent):
-                self._sum_sq += e.mu**2
+                # inf, not OverflowError, beyond 1e154; below 1e-150 the square
+                # would lose precision (or vanish), so it counts as 1e-150's.
+                term = e.mu * e.mu if e.mu >= 1e-150 or e.mu == 0.0 else 1e-300
+                total = self._sum_sq + term
+                if total == math.inf:
+                    self._compensation = 0.0
+                elif self._sum_sq >= term:
+                    self._compensation += (self._sum_sq - total) + term
+                else:
+                    self._compensation += (term - total) + self._sum_sq
+                self._sum_sq = total
             elif isinstance(e, RandomStoppingEvent):
                 bisect.insort(self._runs, (e.mu, e.mean, STOPPING_SHAPES[e.stopping]))
             else:
@@ -244,7 +267,8 @@ class _RunningSummary:
         return self
 
     def summary(self):
-        return math.sqrt(self._sum_sq), tuple(self._others), tuple(self._runs)
+        return (math.sqrt(self._sum_sq + self._compensation), tuple(self._others),
+                tuple(self._runs))
 
 
 def _summarize(events):
@@ -426,6 +450,31 @@ def _compose_summary(mu, others, runs, delta):
     return min(basic, pld)
 
 
+def _quick_bound(mu, others, runs, delta):
+    """``(bound, exact)``: one of the bounds ``compose`` takes the smallest of,
+    cheap to compute (no PLD), or None.
+
+    ``compose`` of the same ledger is at most ``bound`` (equal when
+    ``exact``), so a budget that ``bound`` fits is not exceeded; an accountant
+    accepts a charge on it and composes the ledger in full only when it does
+    not fit, or when the total is read.  The RDP bound of a ledger with
+    random stopping, basic composition of one with pure or approximate
+    events, the exact GDP conversion of a Gaussian-only one.
+    """
+    if (mu == math.inf or any(eps == math.inf for eps, _ in others)
+            or any(run[0] == math.inf for run in runs)):
+        return math.inf, True
+    runs = tuple(run for run in runs if run[0] > 0.0)
+    if runs:
+        try:
+            return _rdp_bound(mu, others, runs, delta), False
+        except Exception:  # no dp-accounting, or it failed: compose decides
+            return None
+    if not others:
+        return gdp_epsilon(mu, delta), True
+    return _basic_composition(mu, others, delta), False
+
+
 def _compose_with_stopping(mu, others, runs, delta):
     """The smallest of the RDP bound and the split bounds (see ``compose``)."""
     bounds = []
@@ -479,15 +528,32 @@ def _rdp_epsilon(mu, runs, pure_epsilons, delta):
     accountant = rdp_privacy_accountant.RdpAccountant()
     if mu > 0.0:
         accountant.compose(dp_event.GaussianDpEvent(noise_multiplier=1.0 / mu))
+    orders, rdp = accountant.orders, np.array(accountant.rdp, dtype=np.float64)
     for (run_mu, mean, shape), count in Counter(runs).items():
         if run_mu > 0.0:
-            accountant.compose(dp_event.RepeatAndSelectDpEvent(
-                dp_event.GaussianDpEvent(noise_multiplier=1.0 / run_mu), mean, shape), count)
-    orders, rdp = accountant.orders, accountant.rdp
+            # What accountant.compose(RepeatAndSelectDpEvent(...), count) adds
+            # (count * curve + rdp, the same floats), with the curve cached.
+            rdp = count * _repeat_and_select_rdp(run_mu, mean, shape) + rdp
     for eps in pure_epsilons:
         rdp = rdp + np.minimum(eps, orders * eps**2 / 2.0)
     epsilon, _ = rdp_privacy_accountant.compute_epsilon(orders, rdp, delta)
     return float(epsilon)
+
+
+@lru_cache(maxsize=1024)
+def _repeat_and_select_rdp(run_mu, mean, shape):
+    """RDP curve, at dp-accounting's default orders, of one random-stopping
+    search of ``GaussianDpEvent(1 / run_mu)`` runs (cached: computing it takes
+    about 20 ms, and a ledger's every charge would recompute it)."""
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import rdp_privacy_accountant
+
+    accountant = rdp_privacy_accountant.RdpAccountant()
+    accountant.compose(dp_event.RepeatAndSelectDpEvent(
+        dp_event.GaussianDpEvent(noise_multiplier=1.0 / run_mu), mean, shape))
+    curve = np.array(accountant.rdp, dtype=np.float64)
+    curve.flags.writeable = False
+    return curve
 
 
 def _basic_composition(mu, others, delta):

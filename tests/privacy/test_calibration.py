@@ -199,3 +199,38 @@ def test_tiny_epsilon_and_delta_stay_on_the_safe_side():
     for mu in (1e-14, 1e-13, 1e-12):
         for delta in (1e-100, 1e-50, 1e-30):
             assert exact_delta(gdp_epsilon(mu, delta), mu) <= delta
+
+
+def test_extreme_calibrations_end_and_stay_valid():
+    # gdp_mu looped forever at epsilon ~ 1e-300 (its step-down never met
+    # its condition); gdp_epsilon raised for mu below ~1e-154 or above ~1e154
+    # (the profile over/underflowed); an accountant then raised instead of
+    # pricing such an event.
+    from scipy.stats import norm
+
+    from dp_glm_sklearn.privacy import BudgetExceededError, GaussianEvent, PrivacyAccountant
+
+    for epsilon, delta in [(1e-305, 1e-300), (1e-298, 1e-20), (1e-290, 1e-5)]:
+        mu = gdp_mu(epsilon, delta)
+        assert 0.0 <= mu and (mu == 0.0 or gdp_delta(epsilon, mu) <= delta)
+    for mu, delta in [(1e-160, 1e-5), (1e-160, 1e-300)]:
+        epsilon = gdp_epsilon(mu, delta)
+        # valid: the first term of the profile is at most delta there
+        assert 0.0 < epsilon < 1e-150
+        assert norm.cdf(-epsilon / mu + mu / 2) <= delta * (1 + 1e-9)
+    assert gdp_epsilon(1e155, 1e-5) == math.inf and gdp_epsilon(1e155, 0.5) == math.inf
+    acc = PrivacyAccountant(epsilon=1.0, delta=1e-5)
+    assert 0.0 < acc.spend(GaussianEvent(1e-160))[0] < 1e-140
+    with pytest.raises(BudgetExceededError):
+        acc.spend(GaussianEvent(1e200))
+
+
+def test_many_tiny_gaussian_events_are_not_lost_in_the_sum():
+    # mu^2 was summed in plain floats: 1e5 events of mu 1.05e-8 after one of
+    # mu 1 counted for nothing, and the reported epsilon was below the truth.
+    from dp_glm_sklearn.privacy import GaussianEvent, compose
+
+    events = [GaussianEvent(1.0)] + [GaussianEvent(1.05e-8)] * 10**5
+    exact_mu = math.sqrt(1.0 + 10**5 * 1.05e-8**2)  # 1 + 5.5e-12: representable
+    assert compose(events, 1e-5) >= gdp_epsilon(exact_mu, 1e-5) * (1 - 1e-15)
+    assert compose(events, 1e-5) > compose(events[:1], 1e-5)
