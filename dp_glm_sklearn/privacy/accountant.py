@@ -9,6 +9,7 @@ Gaussian releases compose exactly.
 
 import math
 import os
+import sys
 import threading
 import uuid
 import weakref
@@ -75,11 +76,14 @@ class SpendRecord:
     total_epsilon : float
         Epsilon of the whole ledger after this charge, at the accountant's
         delta: the full composition (:func:`compose`) if it was computed when
-        the charge was made or while it was the last one; otherwise a
-        cheaper bound that ``compose`` also considers (Renyi DP with random
-        stopping, basic composition with pure or approximate events), a
-        valid guarantee that may be a little looser.  A ledger of Gaussian
-        events only is always exact, and so is the total of
+        the charge was made or while it was the last one; otherwise the
+        smaller of a cheaper bound that ``compose`` also considers (Renyi DP
+        with random stopping, basic composition with pure or approximate
+        events) and the total of a later record (the first releases of a
+        ledger are a post-processing of all of them): a valid guarantee, which
+        can be looser than the full composition.  Totals never decrease from
+        one record to the next in :attr:`PrivacyAccountant.history`; a ledger
+        of Gaussian events only is always exact, and so is the total of
         :meth:`PrivacyAccountant.spent`.
     """
 
@@ -313,6 +317,17 @@ class PrivacyAccountant:
             quick = None if i == last else _quick_bound(*summary, self._delta)
             total = quick[0] if quick is not None else _compose_summary(*summary, self._delta)
             self._records[i] = replace(self._records[i], total_epsilon=total)
+        # The first releases of a ledger are a post-processing of all of them:
+        # a later record's total bounds an earlier one's too.  Keeping the
+        # smaller makes the column never decrease, and tighter.
+        later = math.inf
+        for i in range(count - 1, -1, -1) if not only_last else ():
+            total = self._records[i].total_epsilon
+            if total is None:
+                continue
+            if total > later:
+                self._records[i] = replace(self._records[i], total_epsilon=later)
+            later = min(later, total)
 
     def _ensure_attached(self):
         if not self.detached:
@@ -345,7 +360,8 @@ class PrivacyAccountant:
         if self._epsilon == math.inf:
             return None
         summary = self._summary.copy().add(events).summary()
-        limit = self._epsilon * (1.0 + _BUDGET_RTOL)
+        # (finite even for a budget near the largest float: inf is refused)
+        limit = min(self._epsilon * (1.0 + _BUDGET_RTOL), sys.float_info.max)
         quick = _quick_bound(*summary, self._delta)
         if quick is not None and quick[0] <= limit:
             return quick[0] if quick[1] else None

@@ -271,9 +271,15 @@ def gdp_epsilon(mu, delta):
         return _tail_epsilon(mu, delta)
     for _ in range(64):  # brentq's last ulps
         if _gdp_log_delta(epsilon, mu, margin=1.0) <= log_target:
-            return epsilon
+            break
         epsilon = math.nextafter(epsilon, _INF)
-    return max(epsilon, _tail_epsilon(mu, delta))
+    else:
+        return max(epsilon, _tail_epsilon(mu, delta))
+    if mu >= 1e4:
+        # -eps/mu + mu/2 cancels for large mu and delta (mu = 5.6e8 at delta
+        # 0.5 came out 1.6e17, far below the truth): the tail bound is valid.
+        return max(epsilon, _tail_epsilon(mu, delta))
+    return epsilon
 
 
 def _tail_epsilon(mu, delta):

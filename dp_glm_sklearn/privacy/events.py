@@ -304,7 +304,7 @@ def total_mu(events):
     events = _as_event_tuple(events)
     if not all(isinstance(e, GaussianEvent) for e in events):
         return None
-    return math.sqrt(sum(e.mu**2 for e in events))
+    return _summarize(events)[0]  # compensated, as the accountant sums
 
 
 def compose(events, delta):

@@ -234,3 +234,17 @@ def test_many_tiny_gaussian_events_are_not_lost_in_the_sum():
     exact_mu = math.sqrt(1.0 + 10**5 * 1.05e-8**2)  # 1 + 5.5e-12: representable
     assert compose(events, 1e-5) >= gdp_epsilon(exact_mu, 1e-5) * (1 - 1e-15)
     assert compose(events, 1e-5) > compose(events[:1], 1e-5)
+
+
+def test_gdp_epsilon_is_valid_for_huge_mu():
+    # -eps/mu + mu/2 cancels for huge mu: at mu = 1e12, delta = 0.5 the
+    # returned epsilon (5e23) had a true delta above 0.5.  Checked with
+    # 60-digit arithmetic.
+    with mpmath.workdps(60):
+        for mu in (3e8, 5.6e8, 1e12):
+            for delta in (0.3, 0.5, 1e-5):
+                eps = mpmath.mpf(gdp_epsilon(mu, delta))
+                m = mpmath.mpf(mu)
+                exact = (mpmath.ncdf(-eps / m + m / 2)
+                         - mpmath.exp(eps) * mpmath.ncdf(-eps / m - m / 2))
+                assert exact <= delta
