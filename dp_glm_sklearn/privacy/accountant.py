@@ -75,16 +75,16 @@ class SpendRecord:
         When it was recorded (local time, timezone-aware).
     total_epsilon : float
         Epsilon of the whole ledger after this charge, at the accountant's
-        delta: the full composition (:func:`compose`) if it was computed when
-        the charge was made or while it was the last one; otherwise the
-        smaller of a cheaper bound that ``compose`` also considers (Renyi DP
-        with random stopping, basic composition with pure or approximate
-        events) and the total of a later record (the first releases of a
-        ledger are a post-processing of all of them): a valid guarantee, which
-        can be looser than the full composition.  Totals never decrease from
-        one record to the next in :attr:`PrivacyAccountant.history`; a ledger
-        of Gaussian events only is always exact, and so is the total of
-        :meth:`PrivacyAccountant.spent`.
+        delta, a valid guarantee: the full composition (:func:`compose`) if
+        it was computed when the charge was made or while it was the last
+        one, otherwise a cheaper bound that ``compose`` also considers (Renyi
+        DP with random stopping, basic composition with pure or approximate
+        events), which can be looser; in either case lowered to the total of
+        any later record (the first releases of a ledger are a
+        post-processing of all of them), so that the totals of
+        :attr:`PrivacyAccountant.history` never decrease.  The last record's
+        total, :meth:`PrivacyAccountant.spent`, is always the full
+        composition.
     """
 
     events: tuple
@@ -304,8 +304,6 @@ class PrivacyAccountant:
         """
         pending = [i for i in ([count - 1] if only_last else range(count))
                    if self._records[i].total_epsilon is None]
-        if not pending:
-            return
         # One running summary over the ledger (compose's, of each prefix):
         # O(events), not O(records^2).
         running, j, last = _RunningSummary(), 0, len(self._records) - 1
@@ -319,7 +317,8 @@ class PrivacyAccountant:
             self._records[i] = replace(self._records[i], total_epsilon=total)
         # The first releases of a ledger are a post-processing of all of them:
         # a later record's total bounds an earlier one's too.  Keeping the
-        # smaller makes the column never decrease, and tighter.
+        # smaller makes the column never decrease (compose itself can dip by
+        # PLD rounding when an event is added), and tighter.
         later = math.inf
         for i in range(count - 1, -1, -1) if not only_last else ():
             total = self._records[i].total_epsilon

@@ -218,13 +218,19 @@ def gdp_mu(epsilon, delta):
     mu = _solve(lambda mu: _gdp_log_delta(epsilon, mu, margin=2.0) - log_target, start=1.0)
     for _ in range(64):  # brentq's last ulps
         if _gdp_log_delta(epsilon, mu, margin=2.0) <= log_target:
-            return mu
+            break
         mu = math.nextafter(mu, 0.0)
-    # Only in extreme corners (epsilon near 1e-300, where the error bound
-    # dwarfs the function): halve until safe; smaller mu is always safe, and
-    # mu = 0 (no release) ends the loop.
-    while mu > 0.0 and _gdp_log_delta(epsilon, mu, margin=2.0) > log_target:
-        mu /= 2.0
+    else:
+        # Only in extreme corners (epsilon near 1e-300, where the error bound
+        # dwarfs the function): halve until safe; smaller mu is always safe,
+        # and mu = 0 (no release) ends the loop.
+        while mu > 0.0 and _gdp_log_delta(epsilon, mu, margin=2.0) > log_target:
+            mu /= 2.0
+    if mu >= _TAIL_MU:
+        # gdp_epsilon takes the (looser) tail bound there: stay within it,
+        # so that gdp_epsilon(gdp_mu(eps, delta), delta) <= eps still holds.
+        while _tail_epsilon(mu, delta) > epsilon:
+            mu *= 1.0 - 1e-9
     return mu
 
 
@@ -234,6 +240,10 @@ def gdp_epsilon(mu, delta):
     ``gdp_delta`` is decreasing in epsilon, so this is 0 when
     ``gdp_delta(0, mu) <= delta`` and otherwise the unique root of
     ``gdp_delta(epsilon, mu) = delta``, found with Brent's method in log space.
+    For mu beyond about 1e8 (epsilon beyond 5e15), where the profile's
+    arithmetic cancels, and where the root cannot be bracketed (mu below
+    about 1e-154), a valid bound up to 2e-8 (relative) above it is returned
+    instead: ``mu (z + mu / 2)``, ``z = -Phi^-1(delta)``.
 
     Parameters
     ----------
@@ -275,11 +285,17 @@ def gdp_epsilon(mu, delta):
         epsilon = math.nextafter(epsilon, _INF)
     else:
         return max(epsilon, _tail_epsilon(mu, delta))
-    if mu >= 1e4:
-        # -eps/mu + mu/2 cancels for large mu and delta (mu = 5.6e8 at delta
-        # 0.5 came out 1.6e17, far below the truth): the tail bound is valid.
+    if mu >= _TAIL_MU:
+        # -eps/mu + mu/2 cancels for huge mu (from about 3.3e8 the root came
+        # out below the truth, e.g. at mu = 1e12, delta = 0.5): the tail
+        # bound is valid.  gdp_mu applies the same switch.
         return max(epsilon, _tail_epsilon(mu, delta))
     return epsilon
+
+
+#: From this mu on, gdp_epsilon also takes the tail bound (and gdp_mu keeps
+#: its mu within it), well below where the profile's cancellation starts.
+_TAIL_MU = 1e8
 
 
 def _tail_epsilon(mu, delta):

@@ -248,3 +248,12 @@ def test_gdp_epsilon_is_valid_for_huge_mu():
                 exact = (mpmath.ncdf(-eps / m + m / 2)
                          - mpmath.exp(eps) * mpmath.ncdf(-eps / m - m / 2))
                 assert exact <= delta
+
+
+def test_huge_epsilon_round_trip_stays_within_the_budget():
+    # gdp_epsilon takes the tail bound for huge mu; gdp_mu must stay within
+    # it, or a fit at exactly such a budget is refused (eps = 1e8 was, when the
+    # switch sat at mu = 1e4).
+    for epsilon in (1e8, 5e15, 1e16, 1e20):
+        for delta in (1e-15, 1e-5, 0.5):
+            assert gdp_epsilon(gdp_mu(epsilon, delta), delta) <= epsilon
