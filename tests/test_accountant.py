@@ -101,9 +101,9 @@ def test_check_spend_and_refuse():
     three = compose([release] * 3, DELTA)
     for text in (
         "budget (epsilon=1.6",
-        f"already spent epsilon={two:.6g}",
+        f"already spent epsilon={two:.10g}",
         "costs epsilon=1 on its own",
-        f"would be epsilon={three:.6g}",
+        f"would be epsilon={three:.10g}",
     ):
         assert text in message
     assert len(acc.history) == 2

@@ -447,3 +447,24 @@ def test_gem_is_bounded_range_on_neighbours(d, epsilon):
         lp, lq = _gem_log_probabilities(u, d, epsilon), _gem_log_probabilities(v, d, epsilon)
         worst = max(worst, _log_ratio_range(lp, lq))
     assert worst <= epsilon * (1 + 1e-9)
+
+
+def test_pure_dp_gdp_mu_stays_finite_and_valid_for_large_epsilon():
+    # a* = expit(-eps) underflowed: mu was inf from epsilon 745, and a grid
+    # search or boosting at epsilon 1e4 was charged GaussianEvent(mu=inf),
+    # refused by a budget equal to its own epsilon.
+    import numpy as np
+
+    from dp_glm_sklearn import DPGridSearchCV, DPLinearRegression, PrivacyAccountant
+    from dp_glm_sklearn.privacy.selection import gdp_pure_epsilon, pure_dp_gdp_mu
+
+    for epsilon in (700.0, 745.0, 2283.0, 1e4, 1e6):
+        mu = pure_dp_gdp_mu(epsilon)
+        assert math.isfinite(mu) and gdp_pure_epsilon(mu) >= epsilon
+        assert mu <= math.sqrt(8 * epsilon) * (1 + 1e-6)  # 2 Phi^-1(1 - e^-eps) < sqrt(8 eps)
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3))
+    acc = PrivacyAccountant(epsilon=1e4, delta=1e-6)
+    search = DPGridSearchCV(DPLinearRegression(), {"norm_bound": [1.0, 2.0]}, epsilon=1e4,
+                            delta=1e-6, accountant=acc, random_state=0).fit(X, X[:, 0])
+    assert search.privacy_spent_[0] <= 1e4 and acc.spent()[0] <= 1e4

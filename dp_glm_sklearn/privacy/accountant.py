@@ -379,9 +379,10 @@ class PrivacyAccountant:
             raise BudgetExceededError(
                 f"privacy budget exceeded: budget (epsilon={self._epsilon:.6g}, "
                 f"delta={self._delta:.3g}); already spent "
-                f"epsilon={self._spent_epsilon():.6g}; this request costs "
+                f"epsilon={self._spent_epsilon():.10g}; this request costs "
                 f"epsilon={cost:.6g} on its own; the "
-                f"total would be epsilon={total:.6g}. Nothing was recorded.{hint}"
+                f"total would be epsilon={total:.10g}, over the budget by "
+                f"{total - self._epsilon:.3g}. Nothing was recorded.{hint}"
             )
         return total
 

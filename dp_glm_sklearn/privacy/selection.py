@@ -51,7 +51,7 @@ from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.special import expit, log_ndtr, logsumexp, ndtri
+from scipy.special import expit, log_expit, log_ndtr, logsumexp, ndtri, ndtri_exp
 
 from .calibration import _check_real, gdp_mu
 from .events import PureDPEvent, _check_stopping, _rdp_epsilon
@@ -116,7 +116,17 @@ def pure_dp_gdp_mu(epsilon):
     if epsilon == math.inf:
         return math.inf
     # Phi^{-1}(1 - a*) = -Phi^{-1}(a*) with a* = expit(-eps): accurate for large eps.
-    return float(-2.0 * ndtri(expit(-epsilon)))
+    if epsilon < 700.0:
+        return float(-2.0 * ndtri(expit(-epsilon)))
+    # Beyond, a* underflows (mu came out inf from epsilon 745, and a grid
+    # search at epsilon 1e4 was priced at inf): through its logarithm, then
+    # up until the closed-form inverse confirms it (never below the truth).
+    mu = float(-2.0 * ndtri_exp(log_expit(-epsilon)))
+    for _ in range(1000):
+        if gdp_pure_epsilon(mu) >= epsilon:
+            break
+        mu *= 1.0 + 2.0**-44
+    return mu
 
 
 def gdp_pure_epsilon(mu):
