@@ -457,9 +457,11 @@ def _quick_bound(mu, others, runs, delta):
     ``compose`` of the same ledger is at most ``bound`` (equal when
     ``exact``), so a budget that ``bound`` fits is not exceeded; an accountant
     accepts a charge on it and composes the ledger in full only when it does
-    not fit, or when the total is read.  The RDP bound of a ledger with
-    random stopping, basic composition of one with pure or approximate
-    events, the exact GDP conversion of a Gaussian-only one.
+    not fit, or when the total is read.  For a ledger with random stopping,
+    the smaller of the RDP bound and the split bounds with basic composition
+    in place of the PLD (each at least its counterpart in ``compose``); basic
+    composition for one with pure or approximate events; the exact GDP
+    conversion for a Gaussian-only one.
     """
     if (mu == math.inf or any(eps == math.inf for eps, _ in others)
             or any(run[0] == math.inf for run in runs)):
@@ -467,7 +469,15 @@ def _quick_bound(mu, others, runs, delta):
     runs = tuple(run for run in runs if run[0] > 0.0)
     if runs:
         try:
-            return _rdp_bound(mu, others, runs, delta), False
+            # The RDP bound, and each split bound with basic composition in
+            # place of the PLD (at least the split bound compose computes).
+            bounds = [_rdp_bound(mu, others, runs, delta)]
+            for share in _STOPPING_DELTA_SHARES:
+                run_delta = share * delta / len(runs)
+                epsilon_of = {run: _rdp_epsilon(0.0, (run,), (), run_delta) for run in set(runs)}
+                pairs = tuple((epsilon_of[run], run_delta) for run in runs)
+                bounds.append(_basic_composition(mu, tuple(sorted(others + pairs)), delta))
+            return min(bounds), False
         except Exception:  # no dp-accounting, or it failed: compose decides
             return None
     if not others:
