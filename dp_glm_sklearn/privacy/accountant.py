@@ -77,9 +77,10 @@ class SpendRecord:
         Epsilon of the whole ledger after this charge, at the accountant's
         delta, a valid guarantee: the full composition (:func:`compose`) if
         it was computed when the charge was made or while it was the last
-        one, otherwise a cheaper bound that ``compose`` also considers (Renyi
-        DP with random stopping, basic composition with pure or approximate
-        events), which can be looser; in either case lowered to the total of
+        one, otherwise a cheaper bound, never below ``compose`` (Renyi DP or
+        a split bound with basic composition with random stopping, basic
+        composition with pure or approximate events), which can be looser;
+        in either case lowered to the total of
         any later record (the first releases of a ledger are a
         post-processing of all of them), so that the totals of
         :attr:`PrivacyAccountant.history` never decrease.  The last record's
