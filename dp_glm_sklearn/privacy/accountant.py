@@ -144,9 +144,7 @@ def _restore_accountant(uid, home, state):
         accountant._epsilon = state["epsilon"]
         accountant._delta = state["delta"]
         accountant._records = list(state["records"])
-        accountant._summary = _RunningSummary()
-        for record in accountant._records:
-            accountant._summary.add(record.events)
+        accountant._summary = _RunningSummary().add(accountant._all_events())
         accountant._lock = threading.Lock()
         _LIVE.add(accountant)
         accountant._uid = uid
@@ -309,12 +307,16 @@ class PrivacyAccountant:
         # O(events), not O(records^2).
         running, j, last = _RunningSummary(), 0, len(self._records) - 1
         for i in pending:
-            for record in self._records[j: i + 1]:
-                running.add(record.events)
-            j = i + 1
-            summary = running.summary()
-            quick = None if i == last else _quick_bound(*summary, self._delta)
-            total = quick[0] if quick is not None else _compose_summary(*summary, self._delta)
+            if i == last:  # the whole ledger, whose summary is kept
+                total = _compose_summary(*self._summary.summary(), self._delta)
+            else:
+                for record in self._records[j: i + 1]:
+                    running.add(record.events)
+                j = i + 1
+                summary = running.summary()
+                quick = _quick_bound(*summary, self._delta)
+                total = quick[0] if quick is not None else _compose_summary(*summary,
+                                                                            self._delta)
             self._records[i] = replace(self._records[i], total_epsilon=total)
         # The first releases of a ledger are a post-processing of all of them:
         # a later record's total bounds an earlier one's too.  Keeping the

@@ -422,8 +422,7 @@ def _compose_summary(mu, others, runs, delta):
     # Cached: an accountant's check and spend, then the estimator's record,
     # ask for the same ledger in a row, and the PLD can take a fraction of a
     # second.
-    if (mu == math.inf or any(eps == math.inf for eps, _ in others)
-            or any(run[0] == math.inf for run in runs)):
+    if _is_infinite(mu, others, runs):
         return math.inf
     runs = tuple(run for run in runs if run[0] > 0.0)  # runs revealing nothing
     if runs:
@@ -463,8 +462,7 @@ def _quick_bound(mu, others, runs, delta):
     composition for one with pure or approximate events; the exact GDP
     conversion for a Gaussian-only one.
     """
-    if (mu == math.inf or any(eps == math.inf for eps, _ in others)
-            or any(run[0] == math.inf for run in runs)):
+    if _is_infinite(mu, others, runs):
         return math.inf, True
     runs = tuple(run for run in runs if run[0] > 0.0)
     if runs:
@@ -472,11 +470,8 @@ def _quick_bound(mu, others, runs, delta):
             # The RDP bound, and each split bound with basic composition in
             # place of the PLD (at least the split bound compose computes).
             bounds = [_rdp_bound(mu, others, runs, delta)]
-            for share in _STOPPING_DELTA_SHARES:
-                run_delta = share * delta / len(runs)
-                epsilon_of = {run: _rdp_epsilon(0.0, (run,), (), run_delta) for run in set(runs)}
-                pairs = tuple((epsilon_of[run], run_delta) for run in runs)
-                bounds.append(_basic_composition(mu, tuple(sorted(others + pairs)), delta))
+            bounds += [_basic_composition(mu, converted, delta)
+                       for converted in _split_ledgers(others, runs, delta)]
             return min(bounds), False
         except Exception:  # no dp-accounting, or it failed: compose decides
             return None
@@ -490,13 +485,8 @@ def _compose_with_stopping(mu, others, runs, delta):
     bounds = []
     try:
         bounds.append(_rdp_bound(mu, others, runs, delta))
-        for share in _STOPPING_DELTA_SHARES:
-            run_delta = share * delta / len(runs)
-            # one RDP conversion per distinct run: a ledger of many identical
-            # searches would otherwise convert the same run once per search
-            epsilon_of = {run: _rdp_epsilon(0.0, (run,), (), run_delta) for run in set(runs)}
-            pairs = [(epsilon_of[run], run_delta) for run in runs]
-            bounds.append(_compose_summary(mu, tuple(sorted(others + tuple(pairs))), (), delta))
+        for converted in _split_ledgers(others, runs, delta):
+            bounds.append(_compose_summary(mu, converted, (), delta))
     except ImportError:
         pass  # without dp-accounting no bound exists: inf, never an under-count
     except Exception as exc:  # keep the bounds already computed, all valid
@@ -508,6 +498,24 @@ def _compose_with_stopping(mu, others, runs, delta):
             stacklevel=4,
         )
     return min(bounds, default=math.inf)
+
+
+def _is_infinite(mu, others, runs):
+    """Whether an event of the summarized ledger has an infinite mu or epsilon."""
+    return (mu == math.inf or any(eps == math.inf for eps, _ in others)
+            or any(run[0] == math.inf for run in runs))
+
+
+def _split_ledgers(others, runs, delta):
+    """Bound 2 of ``compose``: for each share of delta given to the
+    random-stopping events, the pure and approximate part of the ledger with
+    each of them added as an (epsilon, share * delta / m) pair, sorted."""
+    for share in _STOPPING_DELTA_SHARES:
+        run_delta = share * delta / len(runs)
+        # one RDP conversion per distinct run: a ledger of many identical
+        # searches would otherwise convert the same run once per search
+        epsilon_of = {run: _rdp_epsilon(0.0, (run,), (), run_delta) for run in set(runs)}
+        yield tuple(sorted(others + tuple((epsilon_of[run], run_delta) for run in runs)))
 
 
 def _rdp_bound(mu, others, runs, delta):
