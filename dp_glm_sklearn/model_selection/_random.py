@@ -128,7 +128,7 @@ def _combined_settings(options, is_own):
         return len(steps) <= _MAX_CHECKED_STEP_SETTINGS
 
     if math.prod(len(options[name]) for name in names) <= _MAX_CHECKED_COMBINATIONS:
-        full = list(ParameterGrid({name: options[name] for name in names}))
+        full = list(ParameterGrid(options))
         if affordable(full):
             return full
     base = {name: values[0] for name, values in options.items()}
