@@ -21,6 +21,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn import config_context
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -216,9 +217,12 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         scikit-learn's ``validate_data`` does.  ``warn=False`` silences the
         warning of a classifier reading its classes from y.
         """
-        X, y = _validate_data_quietly(self, X, y, accept_sparse="csr",
-                                      dtype=[np.float64, np.float32],
-                                      y_numeric=not self._is_classifier())
+        # Finiteness is checked whatever scikit-learn's assume_finite says: a
+        # NaN or inf would be trained on after the charge and released.
+        with config_context(assume_finite=False):
+            X, y = _validate_data_quietly(self, X, y, accept_sparse="csr",
+                                          dtype=[np.float64, np.float32],
+                                          y_numeric=not self._is_classifier())
         if sp.issparse(X):
             # Duplicate stored entries are summed here, before the charge (the
             # fit sums them anyway): each was checked finite, their sum need not
@@ -315,11 +319,14 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
                 X.shape[0], X.shape[1], loss, y_bound, epsilon, delta)
             for message in self._unused_options(method, problem.n_features):
                 warn_user(message, UserWarning)
+            # Before the charge: a random_state numpy refuses (under
+            # skip_parameter_validation) then fails with nothing spent.
+            rng = _rng(self.random_state)
             accountant._record(calibration.events,
                                source=f"{type(self).__name__}(method={method!r})")
             with np.errstate(all="ignore"):
                 theta, n_iter = train(method, GLMObjective(problem, X, y_enc), calibration,
-                                      _rng(self.random_state))
+                                      rng)
                 # (float32 X: a noisy theta beyond float32's range becomes inf
                 # here, not an error after the charge under np.seterr("raise").)
                 self._set_coef(theta, problem, y_offset, X.dtype)

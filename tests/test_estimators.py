@@ -1,11 +1,13 @@
 """Behaviour of the three DP estimators."""
 
+import itertools
 import pickle
 import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import sklearn
 from scipy.optimize import minimize
 from sklearn.base import clone
 from sklearn.datasets import make_classification
@@ -305,13 +307,38 @@ def test_bad_data_raises_and_charges_nothing(Est):
     cases.append((X[:, 0], y, "2D array"))
     cases.append((np.full((50, 2), "a"), y, "must be numeric|dtype"))
     cases.append((np.empty((0, 2)), y[:0], "0 sample"))
-    for Xb, yb, msg in cases:
+    for (Xb, yb, msg), assume_finite in itertools.product(cases, [False, True]):
         est = Est(accountant=acc, classes=[0, 1]) if Est is DPLogisticRegression \
             else Est(accountant=acc)
-        with pytest.raises(ValueError, match=msg):
+        # scikit-learn's assume_finite skips its own finiteness check, not ours.
+        with pytest.raises(ValueError, match=msg), \
+                sklearn.config_context(assume_finite=assume_finite):
             est.fit(Xb, yb)
         assert not hasattr(est, "coef_")
+    if Est is DPLinearRegression:
+        for bad in (np.nan, np.inf):
+            yb = y.astype(float)
+            yb[3] = bad
+            with pytest.raises(ValueError, match="NaN|infinity"), \
+                    sklearn.config_context(assume_finite=True):
+                Est(accountant=acc).fit(X, yb)
     assert acc.spent()[0] == 0.0
+
+
+@pytest.mark.parametrize("Est", [DPLinearRegression, DPLogisticRegression, DPHuberRegressor])
+def test_an_unusable_random_state_fails_before_the_charge(Est):
+    # Under skip_parameter_validation the random_state is checked by numpy
+    # only: it was charged, then failed with nothing trained.
+    X, y = _regression(n=40, d=2)
+    y = (y > np.median(y)).astype(int) if Est is DPLogisticRegression else y
+    acc = PrivacyAccountant(epsilon=10.0, delta=1e-5)
+    est = Est(accountant=acc, random_state="not a seed")
+    if Est is DPLogisticRegression:
+        est.set_params(classes=[0, 1])
+    with pytest.raises((TypeError, ValueError)), \
+            sklearn.config_context(skip_parameter_validation=True):
+        est.fit(X, y)
+    assert acc.history == [] and not hasattr(est, "coef_")
 
 
 def test_single_class_is_an_error():
