@@ -51,6 +51,30 @@ def default_delta(n_samples):
     return float(min(1e-5, max(n_samples, 1) ** -1.5))
 
 
+#: The most noisy gradient steps a fit takes (max_iter).
+MAX_ITER = 10**6
+
+#: The largest finite epsilon a fit takes.  The Gaussian-DP conversions and
+#: the accountant's sums of mu**2 overflow near the largest float; epsilon = inf
+#: (no noise) is accepted as such.
+MAX_FINITE_EPSILON = 1e300
+
+
+def target_privacy(owner, n_samples):
+    """``(epsilon, delta)`` of a fit of ``owner`` (an estimator or a search) on n samples.
+
+    ``delta=None`` is :func:`default_delta`; a finite epsilon above
+    :data:`MAX_FINITE_EPSILON` is refused here, before anything is charged.
+    """
+    epsilon = float(owner.epsilon)
+    if MAX_FINITE_EPSILON < epsilon < np.inf:
+        raise ValueError(
+            f"The 'epsilon' parameter of {type(owner).__name__} must be at most "
+            f"{MAX_FINITE_EPSILON:g}, or inf for no noise; got {owner.epsilon!r}.")
+    delta = default_delta(n_samples) if owner.delta is None else float(owner.delta)
+    return epsilon, delta
+
+
 def _validate_data_quietly(estimator, *args, **kwargs):
     """``validate_data``, without quoting values of the data in its errors.
 
@@ -95,6 +119,14 @@ def _unquoted(exc, name):
         return ValueError(f"{name}: X and y must be numeric; a value could not be "
                           "converted to float (not shown here: it is a value of the data).")
     return None
+
+
+def _fit_n_samples(X, y, name):
+    """The number of rows of a ``fit``'s X; y=None is refused in scikit-learn's words."""
+    if y is None:
+        raise ValueError(f"This {name} estimator requires y to be passed, "
+                         "but the target y is None.")
+    return _n_samples(X, name)
 
 
 def _n_samples(X, name, what="X"):
@@ -189,7 +221,9 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         "feature_norm": [Interval(Real, 0, np.inf, closed="neither")],
         "norm_bound": [Interval(Real, 0, np.inf, closed="neither"), StrOptions({"auto"})],
         "fit_intercept": ["boolean"],
-        "max_iter": [Interval(Integral, 1, None, closed="left"), None],
+        # At most a million steps: beyond, a fit charged at once would run
+        # for hours (and max_iter = 2**64 failed after the charge).
+        "max_iter": [Interval(Integral, 1, MAX_ITER, closed="both"), None],
         "method": [StrOptions(set(MECHANISMS))],
         "projection_dim": [Interval(Integral, 1, None, closed="left"), None],
         "l2_regularization": [Interval(Real, 0, None, closed="neither"), None],
@@ -257,9 +291,6 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
                           f"not {method!r}")
         return [f"{type(self).__name__}: {message}." for message in unused]
 
-    def _target_privacy(self, n_samples):
-        delta = default_delta(n_samples) if self.delta is None else float(self.delta)
-        return float(self.epsilon), delta
 
     @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -285,11 +316,10 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             trained and the estimator is left as it was (unfitted, or with
             its previous fit).
         """
-        if y is None:  # scikit-learn's words (norm_bound="auto" reads y first)
-            raise ValueError(f"This {type(self).__name__} estimator requires y to be passed, "
-                             "but the target y is None.")
+        # (y is checked first: norm_bound="auto" reads it first.)
+        n_samples = _fit_n_samples(X, y, type(self).__name__)
         accountant = self._accountant()
-        epsilon, delta = self._target_privacy(_n_samples(X, type(self).__name__))
+        epsilon, delta = target_privacy(self, n_samples)
         # Fail fast, before any data value is read: every mechanism is
         # calibrated to exactly (epsilon, delta), i.e. one mu-GDP release.
         _check_release(accountant, [GaussianEvent(mu=gdp_mu(epsilon, delta))], epsilon, delta)

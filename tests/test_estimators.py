@@ -709,3 +709,52 @@ def test_a_refused_bound_is_named_in_the_estimators_own_parameters():
     assert "y_bound" not in str(info.value).split(". ")[0]
     with pytest.raises(ValueError, match=r"y_bound=\(25, 346\)\. "):
         DPLinearRegression(feature_norm=1e101, y_bound=(25, 346)).fit(X, 30.0 + y)
+
+
+@pytest.mark.parametrize("params, match", [
+    (dict(epsilon=1e308), "'epsilon' parameter .* at most 1e\\+300"),
+    (dict(max_iter=2**40), "'max_iter' parameter"),
+    (dict(max_iter=2**64), "'max_iter' parameter"),
+])
+def test_extreme_parameters_are_refused_before_the_charge(params, match):
+    # epsilon 4e307 failed with "could not bracket the root"; max_iter 2**40
+    # was charged and then ran for ever, 2**64 was charged and then raised.
+    X, y = _regression(n=40, d=2)
+    acc = PrivacyAccountant(epsilon=np.inf, delta=1e-5)
+    est = DPLinearRegression(accountant=acc, **params)
+    with pytest.raises(ValueError, match=match):
+        est.fit(X, y)
+    assert acc.history == [] and not hasattr(est, "coef_")
+
+
+def test_largest_finite_epsilon_and_bounds_trains():
+    X, y = _regression(n=60, d=3)
+    reg = DPLinearRegression(epsilon=1e300, random_state=0).fit(X, y)
+    assert np.isfinite(reg.coef_).all() and reg.privacy_spent_[0] <= 1e300
+
+
+@pytest.mark.parametrize("method", ["auto", "jl", "noisy_gd"])
+@pytest.mark.parametrize("Est, bounds", [
+    (DPLinearRegression, dict(feature_norm=1e90, norm_bound=1e90, y_bound=1e90)),
+    (DPLogisticRegression, dict(feature_norm=1e100, norm_bound=1e100, classes=[0, 1])),
+])
+def test_bounds_whose_products_overflow_still_train(Est, bounds, method):
+    # Each bound is within [1e-100, 1e100], but method="auto" and "jl" raised
+    # a bare OverflowError from x ** 2 in the risk bounds (before the charge).
+    X, y = _regression(n=60, d=3)
+    y = (y > np.median(y)).astype(int) if Est is DPLogisticRegression else y
+    est = Est(method=method, random_state=0, **bounds).fit(X, y)
+    assert est.method_ in ("jl", "noisy_gd") and np.isfinite(est.coef_).all()
+
+
+def test_reading_classes_from_a_huge_label_warns_nothing_but_the_leak():
+    # scikit-learn's target check casts y to int: numpy warned "invalid value
+    # encountered in cast" for a label of 1e308 (a data-dependent warning).
+    X, y = _regression(n=40, d=2)
+    y = (y > np.median(y)).astype(float)
+    y[3] = 1e308
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match="Unknown label type"):
+            DPLogisticRegression().fit(X, y)
+    assert [w.category for w in caught] in ([], [PrivacyLeakWarning])

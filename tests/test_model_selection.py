@@ -1972,3 +1972,33 @@ def test_a_fit_refused_before_the_charge_leaves_no_classes_behind():
         with pytest.raises(ValueError, match="too large or too small"):
             est.fit(X, y)
     assert not hasattr(est, "classes_") and acc.history == []
+
+
+@pytest.mark.parametrize("wrapper", ["grid", "random", "boosting"])
+@pytest.mark.parametrize("change, match", [
+    (dict(n_jobs=2**31), "'n_jobs' parameter"),  # joblib failed after the charge
+    (dict(epsilon=1e308), "'epsilon' parameter .* at most 1e\\+300"),
+])
+def test_search_parameters_beyond_their_range_are_refused_before_any_charge(
+        reg_data, wrapper, change, match):
+    acc = PrivacyAccountant(epsilon=np.inf, delta=DELTA)
+    search = _WRAPPERS[wrapper](_reg(), acc).set_params(**change)
+    with pytest.raises(ValueError, match=match):
+        search.fit(*reg_data)
+    assert acc.history == []
+
+
+def test_a_drawable_max_iter_beyond_its_range_is_refused_before_any_charge(reg_data):
+    # {"max_iter": randint(1, 2**62)} was charged, then ran for ever.
+    acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
+    search = DPRandomizedSearchCV(_reg(), {"max_iter": randint(1, 2**62)}, epsilon=1.0,
+                                  delta=DELTA, accountant=acc)
+    with pytest.raises(ValueError, match="max_iter"):
+        search.fit(*reg_data)
+    assert acc.history == []
+
+
+@pytest.mark.parametrize("wrapper", ["grid", "random", "boosting"])
+def test_search_without_y_says_so(reg_data, wrapper):
+    with pytest.raises(ValueError, match="requires y to be passed"):
+        _WRAPPERS[wrapper](_reg(), None).fit(reg_data[0], None)

@@ -16,11 +16,11 @@ from ..privacy.accountant import PrivacyLeakWarning
 # The parameters every estimator shares, in three blocks so that each class
 # docstring can list its own parameters where its __init__ signature has them:
 # after feature_norm (y_bound, threshold) or after l2_regularization (classes).
-_PARAMS_HEAD = """epsilon : float in (0, inf], default=1.0
+_PARAMS_HEAD = """epsilon : float in (0, 1e300] or inf, default=1.0
         Privacy parameter epsilon of the (epsilon, delta)-DP guarantee of one
         ``fit``. ``np.inf`` trains without noise (no privacy) and solves the
         constrained problem exactly; only an accountant with an infinite
-        budget accepts it.
+        budget accepts it. A finite epsilon above 1e300 is refused at ``fit``.
 
     delta : float in (0, 1), default=None
         Privacy parameter delta. ``None`` uses ``min(1e-5, n_samples**-1.5)``,
@@ -54,7 +54,7 @@ _PARAMS_BODY = """norm_bound : float > 0 or "auto", default={norm_bound}
         feature ``c = feature_norm / 2`` appended to each row (so a row with
         its constant has norm at most ``X_aug = 1.118 * feature_norm``).
 
-    max_iter : int >= 1, default=None
+    max_iter : int in [1, 1e6], default=None
         Number of noisy gradient steps T of ``"noisy_gd"`` and ``"jl"``.
         ``None`` uses ``clip(round(n_samples * mu / 10), 5, cap(n))`` with mu
         the Gaussian DP parameter of (epsilon, delta) and the compute cap
@@ -581,8 +581,13 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
         ``warn=False`` (a search reads them once and warns once).
         """
         if self.classes is None:
-            check_classification_targets(y)
-            classes = np.unique(y)
+            # Floating-point errors ignored: scikit-learn's check casts y to
+            # int, and numpy warns "invalid value encountered in cast" for a
+            # label of 1e308, a warning shown for one data set and not its
+            # neighbour.
+            with np.errstate(all="ignore"):
+                check_classification_targets(y)
+                classes = np.unique(y)
             if warn:
                 warn_user(
                     "DPLogisticRegression read the set of classes from y, which reveals "

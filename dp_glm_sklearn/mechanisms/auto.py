@@ -117,6 +117,24 @@ OPTIMIZATION_ACCURACY_RATIO = 1e-3
 SQUARED_LOSS_PROJECTION_FACTOR = 2
 
 
+def _inf_on_overflow(bound):
+    """``bound``, infinite where Python's float power overflows.
+
+    The public bounds each lie in [1e-100, 1e100], but a product of them can
+    pass 1e308, and ``x ** 2`` then raises OverflowError (``x * x`` would
+    give inf): such a bound is infinite.  Without this, ``method="auto"`` and
+    ``"jl"`` failed with a bare OverflowError at bounds the estimators accept
+    (``feature_norm = norm_bound = y_bound = 1e90``).
+    """
+    @functools.wraps(bound)
+    def safe(*args, **kwargs):
+        try:
+            return bound(*args, **kwargs)
+        except OverflowError:
+            return math.inf
+    return safe
+
+
 def _n_params(problem):
     return int(np.prod(problem.theta_shape))
 
@@ -215,6 +233,7 @@ def suffix_average_constants(T):
             _maximize_on_unit_interval(lambda x: x * suffix_noise_factor(x, T), T))
 
 
+@_inf_on_overflow
 def noisy_gd_risk_bound(problem, mu, max_iter=None, distance=None, n_momentum=None):
     """Excess-risk bound of noisy projected GD as implemented, noise as calibrated.
 
@@ -309,6 +328,7 @@ def noisy_gd_risk_bound(problem, mu, max_iter=None, distance=None, n_momentum=No
     return min(bound, in_ball_cap(problem, r))
 
 
+@_inf_on_overflow
 def momentum_phase_bound(problem, steps, distance, sigma2):
     """``A_s``: bound on ``E F(w_s) - F(u)`` after s momentum steps of Noisy GD.
 
@@ -499,6 +519,7 @@ def jl_problem(problem, projection_dim):
     )
 
 
+@_inf_on_overflow
 def jl_risk_bound(problem, mu, projection_dim, max_iter=None):
     """Excess-risk bound of the JL method with ``k = projection_dim`` (Theorem 2).
 
@@ -605,6 +626,7 @@ def _output_perturbation_terms(problem, mu):
     return a, c, e
 
 
+@_inf_on_overflow
 def regularization_objective(problem, mu, l2):
     """The bound of Theorems 3 and 5 that fixes the default lambda.
 
@@ -665,6 +687,7 @@ def _best_l2(problem, mu):
     return min(options, key=lambda o: o[1])
 
 
+@_inf_on_overflow
 def output_perturbation_risk_bound(problem, mu, l2=None, distance=None):
     """Excess-risk bound of output perturbation with regularization ``l2``.
 

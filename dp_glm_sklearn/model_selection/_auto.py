@@ -12,7 +12,7 @@ import math
 from sklearn.base import clone, is_classifier
 from sklearn.utils.validation import indexable
 
-from .._base import _clones_draw_nothing, _n_samples
+from .._base import _clones_draw_nothing, _n_samples, target_privacy
 from .._sklearn_compat import num_samples
 from ._search import DPGridSearchCV
 from ._slot import _search_defaults
@@ -134,7 +134,7 @@ def fit_auto_norm_bound(estimator, X, y):
             f"norm_bound='auto' needs at least 2 samples (one to train on and one to "
             f"choose the radius with); got n_samples={n_samples}."
         )
-    epsilon, delta = estimator._target_privacy(n_samples)
+    epsilon, delta = target_privacy(estimator, n_samples)
     search = _auto_norm_bound_search(estimator, n_samples, epsilon, delta)
     search.fit(X, y)
     best = search.best_estimator_

@@ -40,7 +40,7 @@ from numbers import Integral
 
 import numpy as np
 
-from .._base import _clones_draw_nothing, _n_samples, _rng, default_delta
+from .._base import _clones_draw_nothing, _fit_n_samples, _rng, target_privacy
 from .._sklearn_compat import Interval, fit_context, safe_indexing
 from ..privacy.calibration import gdp_mu
 from ..privacy.events import GaussianEvent
@@ -122,7 +122,8 @@ class DPConfidenceBoosting(_BaseDPSearch):
         regressors.
 
     n_jobs : int, default=None
-        Models trained in parallel by joblib. They run pre-paid, so worker
+        Models trained in parallel by joblib (``-1``: all cores; 0 and more
+        than 1024 workers are refused). They run pre-paid, so worker
         processes never charge an accountant.
 
     random_state : int, RandomState instance, Generator or None, default=None
@@ -235,8 +236,8 @@ class DPConfidenceBoosting(_BaseDPSearch):
 
     def _plan(self, n_samples):
         """Public calibration: each model's budget, the selection's, the event."""
-        delta = default_delta(n_samples) if self.delta is None else float(self.delta)
-        mu = gdp_mu(float(self.epsilon), delta)
+        epsilon, delta = target_privacy(self, n_samples)
+        mu = gdp_mu(epsilon, delta)
         candidate_epsilon, mu_candidate = _candidate_privacy(mu, delta, "each model", None)
         selection_epsilon = gdp_bounded_range_epsilon(mu)
         event = GaussianEvent(
@@ -272,7 +273,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
         """
         slot = _find_dp_slot(self.estimator)
         _validate_candidates(self.estimator, [{}], slot)  # before anything is charged
-        n_samples = _n_samples(X, type(self).__name__)
+        n_samples = _fit_n_samples(X, y, type(self).__name__)
         m = self.n_models
         if n_samples < m + 1:
             raise ValueError(

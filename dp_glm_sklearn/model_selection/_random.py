@@ -16,7 +16,7 @@ import numpy as np
 from scipy.stats import rv_discrete
 from sklearn.model_selection import ParameterGrid
 
-from .._base import _clones_draw_nothing, _n_samples, _rng, default_delta
+from .._base import _clones_draw_nothing, _fit_n_samples, _rng, target_privacy
 from .._sklearn_compat import Interval, StrOptions, fit_context, safe_indexing
 from ..privacy.calibration import gdp_sigma
 from ..privacy.events import GaussianEvent, RandomStoppingEvent
@@ -313,8 +313,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         """Show none: K is secret (see ``cv_results_``)."""
 
     def _plan(self, n_samples):
-        delta = default_delta(n_samples) if self.delta is None else float(self.delta)
-        epsilon = float(self.epsilon)
+        epsilon, delta = target_privacy(self, n_samples)
         if self.refit:
             epsilon_search, delta_search = epsilon / 2.0, delta / 2.0
         else:
@@ -385,7 +384,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(dists, slot)
         _validate_distributions(self.estimator, dists, slot)
-        n_samples = _n_samples(X, type(self).__name__)
+        n_samples = _fit_n_samples(X, y, type(self).__name__)
         self._validation_size(n_samples)
         plan = self._plan(n_samples)
         # The split, K and the candidates do not depend on the data: drawn

@@ -83,10 +83,11 @@ from sklearn.utils.validation import (
 
 from .._base import (
     _clones_draw_nothing,
+    _fit_n_samples,
     _IndependentNoiseOnCloneMixin,
     _n_samples,
     _rng,
-    default_delta,
+    target_privacy,
 )
 from .._sklearn_compat import (
     HasMethods,
@@ -256,10 +257,11 @@ def _search_estimator_has(attr):
 
 #: The Parameters shared by the searches, in three pieces so that each
 #: class lists its parameters in the order of its signature.
-_PARAMS_BUDGET = """epsilon : float in (0, inf], default=1.0
+_PARAMS_BUDGET = """epsilon : float in (0, 1e300] or inf, default=1.0
         Total privacy budget of ``fit``: the whole search (every candidate
         and the selection, plus the refit when ``refit=True``) is
-        (epsilon, delta)-DP. ``np.inf`` runs without privacy.
+        (epsilon, delta)-DP. ``np.inf`` runs without privacy; a finite
+        epsilon above 1e300 is refused at ``fit``.
 
     delta : float in (0, 1), default=None
         Total delta. ``None`` uses ``min(1e-5, n_samples**-1.5)``.
@@ -309,10 +311,14 @@ _PARAMS_SPLIT = """validation_fraction : float in (0, 1), default={validation_fr
 
 _REFIT_REMEDY = "raise refit_share"
 
+#: The most workers a search starts (n_jobs).
+_MAX_N_JOBS = 1024
+
 _PARAMS_RUN = """n_jobs : int, default=None
-        Candidates trained in parallel by joblib (``-1``: all cores; 0 is
-        refused, before anything is charged). Every candidate runs pre-paid,
-        so worker processes never charge an accountant.
+        Candidates trained in parallel by joblib (``-1``: all cores; 0 and
+        more than 1024 workers are refused, before anything is charged).
+        Every candidate runs pre-paid, so worker processes never charge an
+        accountant.
 
     random_state : int, RandomState instance, Generator or None, default=None
         Seeds the split, the candidates' noise and the selection. ``None``
@@ -369,8 +375,10 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "refit": ["boolean"],
         # joblib's meaning: -1 all cores, -2 all but one, ...; 0 has none.
+        # At most 1024 workers: joblib fails to start 2**31 of them (say) after
+        # the charge.
         "n_jobs": [Interval(Integral, None, -1, closed="right"),
-                   Interval(Integral, 1, None, closed="left"), None],
+                   Interval(Integral, 1, _MAX_N_JOBS, closed="both"), None],
         "random_state": ["random_state", np.random.Generator],
         "accountant": [PrivacyAccountant, None],
     }
@@ -886,8 +894,8 @@ class DPGridSearchCV(_BaseDPSearch):
 
     def _plan(self, n_candidates, n_samples):
         """Public calibration: per-candidate budget, selection epsilon, events."""
-        delta = default_delta(n_samples) if self.delta is None else float(self.delta)
-        mu = gdp_mu(float(self.epsilon), delta)
+        epsilon, delta = target_privacy(self, n_samples)
+        mu = gdp_mu(epsilon, delta)
         share = float(self.refit_share) if self.refit else 0.0
         mu_search, mu_refit = mu * math.sqrt(1.0 - share), mu * math.sqrt(share)
         candidate_epsilon, mu_candidate = _candidate_privacy(
@@ -937,7 +945,7 @@ class DPGridSearchCV(_BaseDPSearch):
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(candidates, slot)
         _validate_candidates(self.estimator, candidates, slot)
-        n_samples = _n_samples(X, type(self).__name__)
+        n_samples = _fit_n_samples(X, y, type(self).__name__)
         self._validation_size(n_samples)
         plan = self._plan(len(candidates), n_samples)
         source = self._ledger_source or f"{type(self).__name__}(K={len(candidates)})"

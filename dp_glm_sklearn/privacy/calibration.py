@@ -211,6 +211,15 @@ def gdp_mu(epsilon, delta):
         return _INF
     if delta == 0.0:
         return 0.0
+    if epsilon >= _TAIL_EPSILON:
+        # The profile's bracket overflows near the largest float: invert the
+        # (valid) tail bound, mu (z + mu / 2) (1 + 1e-9) = epsilon, directly.
+        z = -float(ndtri(delta))
+        target = epsilon / (1.0 + 2e-9)
+        mu = math.sqrt(2.0) * math.sqrt(target + z * z / 2.0) - z
+        while _tail_epsilon(mu, delta) > epsilon:
+            mu *= 1.0 - 1e-9
+        return mu
     log_target = math.log(delta)
     # Twice the error bound here and once in gdp_epsilon: a calibrated mu is
     # safe against float error, and gdp_epsilon(gdp_mu(eps, delta), delta)
@@ -296,6 +305,10 @@ def gdp_epsilon(mu, delta):
 #: From this mu on, gdp_epsilon also takes the tail bound (and gdp_mu keeps
 #: its mu within it), well below where the profile's cancellation starts.
 _TAIL_MU = 1e8
+
+#: From this epsilon on (mu about 1.4e150), gdp_mu inverts the tail bound in
+#: closed form: the search for a bracket overflowed from about 4e307.
+_TAIL_EPSILON = 1e300
 
 
 def _tail_epsilon(mu, delta):

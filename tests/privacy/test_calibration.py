@@ -257,3 +257,18 @@ def test_huge_epsilon_round_trip_stays_within_the_budget():
     for epsilon in (1e8, 5e15, 1e16, 1e20):
         for delta in (1e-15, 1e-5, 0.5):
             assert gdp_epsilon(gdp_mu(epsilon, delta), delta) <= epsilon
+
+
+def test_gdp_mu_near_the_largest_float():
+    # From about 4e307 the search for a bracket overflowed ("could not
+    # bracket the root"); from 1e300 the tail bound is inverted in closed form.
+    import sys
+
+    for delta in (1e-15, 1e-6, 0.3, 0.9):
+        below = gdp_mu(math.nextafter(1e300, 0.0), delta)
+        assert below <= gdp_mu(1e300, delta) <= below * (1 + 1e-8)  # continuous, monotone
+        for epsilon in (1e300, 1e305, 4e307, 1e308, sys.float_info.max):
+            mu = gdp_mu(epsilon, delta)
+            assert 0 < mu < math.inf
+            assert gdp_epsilon(mu, delta) <= epsilon
+            assert gdp_epsilon(mu, delta) >= epsilon * (1 - 1e-8)  # not needlessly small
