@@ -758,3 +758,22 @@ def test_reading_classes_from_a_huge_label_warns_nothing_but_the_leak():
         with pytest.raises(ValueError, match="Unknown label type"):
             DPLogisticRegression().fit(X, y)
     assert [w.category for w in caught] in ([], [PrivacyLeakWarning])
+
+
+@pytest.mark.parametrize("method", ["noisy_gd", "jl", "output_perturbation"])
+def test_unseeded_fits_draw_fresh_noise(method):
+    # random_state=None must draw from the operating system: a fixed seed
+    # there (the noise known to anyone with the code) passed every test.
+    X, y = _regression(n=300, d=3)
+    y = (y > np.median(y)).astype(int)
+    fits = [DPLogisticRegression(classes=[0, 1], method=method).fit(X, y).coef_
+            for _ in range(2)]
+    assert not np.array_equal(*fits)
+
+
+def test_unseeded_searches_draw_fresh_noise():
+    X, y = _regression(n=300, d=3)
+    fits = [DPGridSearchCV(DPLinearRegression(y_bound=10.0), {"norm_bound": [1.0, 3.0]},
+                           epsilon=1.0, refit=True).fit(X, y).best_estimator_.coef_
+            for _ in range(2)]
+    assert not np.array_equal(*fits)

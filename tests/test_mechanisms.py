@@ -325,6 +325,26 @@ def test_a_priori_step_count_contracts_enough():
     assert np.linalg.norm(theta - exact) <= accuracy / 2
 
 
+def test_a_priori_step_count_suffices_at_the_worst_contraction():
+    """A loss with no curvature but a declared smoothness of 1 contracts by exactly
+    ``1 - lambda / L`` per step: the slowest rate, which the count must cover.
+
+    (The squared loss above contracts much faster: a count 4x too small
+    passed it.)
+    """
+    problem = _problem(LinearTestLoss(1.0), n=4, d=1, intercept=0.0, norm_bound=1.0,
+                       feature_norm=1.0)
+    obj = GLMObjective(problem, np.ones((4, 1)), np.ones(4))
+    l2, accuracy = 1.0 + 1e-12, 1e-3
+    exact = np.array([[1.0 / l2]])  # the regularized minimizer, just inside the ball
+    theta = -exact  # the antipode: distance about 2B
+    L = problem.smoothness + l2
+    for _ in range(op_module.guaranteed_steps(problem, l2, accuracy)):
+        theta = project_ball(theta - (obj.gradient(theta, clip=False) + l2 * theta) / L,
+                             problem.norm_bound)
+    assert np.linalg.norm(theta - exact) <= accuracy / 2
+
+
 def test_output_perturbation_sensitivity_is_reached_by_a_linear_loss():
     """The bound 2 G / (lambda n) is tight: a flipped label moves w~ by exactly that."""
     problem = _problem(LinearTestLoss(1.0), n=20, d=2, intercept=0.0, norm_bound=100.0)

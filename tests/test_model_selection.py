@@ -28,7 +28,7 @@ from dp_glm_sklearn import (
     PrivacyLeakWarning,
     default_accountant,
 )
-from dp_glm_sklearn.model_selection import _auto, _scores, _search, _slot
+from dp_glm_sklearn.model_selection import _auto, _random, _scores, _search, _slot
 from dp_glm_sklearn.privacy import (
     GaussianEvent,
     RandomStoppingEvent,
@@ -482,7 +482,50 @@ def test_too_small_a_budget_per_candidate(clf_data):
 
 
 class _Overspender(ClassifierMixin, BaseEstimator):
-    """A 'DP' estimator that ignores the budget it is given."""
+    """A 'DP' estimator that spends ``factor`` times the Gaussian-DP mu it is given.
+
+    ``factor=None``: a fixed mu of 5, whatever it is given.
+    """
+
+    def __init__(self, epsilon=1.0, delta=None, accountant=None, alpha=0.0, factor=None):
+        self.epsilon = epsilon
+        self.delta = delta
+        self.accountant = accountant
+        self.alpha = alpha
+        self.factor = factor
+
+    def fit(self, X, y):
+        self.classes_ = np.unique(y)
+        mu = 5.0 if self.factor is None else self.factor * gdp_mu(self.epsilon, self.delta)
+        self.privacy_events_ = [GaussianEvent(mu=mu)]
+        return self
+
+    def predict(self, X):
+        return np.full(len(X), self.classes_[0])
+
+
+@pytest.mark.parametrize("factor", [None, 1.0 + 1e-6])
+def test_a_candidate_that_overspends_is_withheld(clf_data, factor):
+    # 1 + 1e-6: the guard's tolerance is float rounding (1e-12), not a
+    # margin: a guard 2x looser passed the fixed mu of 5 (27x) too.
+    acc = PrivacyAccountant(delta=DELTA)
+    search = DPGridSearchCV(_Overspender(factor=factor), {"alpha": [0.0, 1.0]}, epsilon=1.0,
+                            delta=DELTA, accountant=acc)
+    with pytest.raises(RuntimeError, match="more than"):
+        search.fit(*clf_data)
+    assert not hasattr(search, "best_estimator_")
+
+
+def test_a_candidate_that_spends_exactly_its_share_is_kept(clf_data):
+    search = DPGridSearchCV(_Overspender(factor=1.0), {"alpha": [0.0, 1.0]}, epsilon=1.0,
+                            delta=DELTA, accountant=PrivacyAccountant(delta=DELTA))
+    assert search.fit(*clf_data).best_params_["alpha"] in (0.0, 1.0)
+
+
+class _RowRecorder(ClassifierMixin, BaseEstimator):
+    """Records the row ids (column 0 of X) it is fitted on and predicts on."""
+
+    seen = {"fit": [], "predict": []}
 
     def __init__(self, epsilon=1.0, delta=None, accountant=None, alpha=0.0):
         self.epsilon = epsilon
@@ -491,21 +534,76 @@ class _Overspender(ClassifierMixin, BaseEstimator):
         self.alpha = alpha
 
     def fit(self, X, y):
+        self.seen["fit"].append(set(np.asarray(X)[:, 0].astype(int)))
         self.classes_ = np.unique(y)
-        self.privacy_events_ = [GaussianEvent(mu=5.0)]
+        self.privacy_events_ = [GaussianEvent(mu=gdp_mu(self.epsilon, self.delta))]
         return self
 
     def predict(self, X):
+        self.seen["predict"].append(set(np.asarray(X)[:, 0].astype(int)))
         return np.full(len(X), self.classes_[0])
 
 
-def test_a_candidate_that_overspends_is_withheld(clf_data):
-    acc = PrivacyAccountant(delta=DELTA)
-    search = DPGridSearchCV(_Overspender(), {"alpha": [0.0, 1.0]}, epsilon=1.0, delta=DELTA,
-                            accountant=acc)
-    with pytest.raises(RuntimeError, match="more than"):
-        search.fit(*clf_data)
-    assert not hasattr(search, "best_estimator_")
+@pytest.mark.parametrize("make", [
+    lambda: DPGridSearchCV(_RowRecorder(), {"alpha": [0.0, 1.0, 2.0]}, epsilon=1.0, delta=DELTA,
+                           random_state=0),
+    lambda: DPRandomizedSearchCV(_RowRecorder(), {"alpha": [0.0, 1.0]}, epsilon=2.0,
+                                 mean_candidates=4.0, delta=DELTA, random_state=0),
+    lambda: DPConfidenceBoosting(_RowRecorder(), n_models=3, epsilon=1.0, delta=DELTA,
+                                 random_state=0),
+], ids=["grid", "random", "boosting"])
+def test_training_and_validation_parts_are_disjoint(make):
+    # Parallel composition (the cost is the max over the parts, not their
+    # sum) needs each record in one part only; one validation record also
+    # trained on kept the parts' sizes and passed every other test.
+    n = 101
+    X = np.column_stack([np.arange(n), np.random.default_rng(0).normal(size=n)])
+    y = np.arange(n) % 2
+    seen = _RowRecorder.seen
+    seen["fit"].clear(), seen["predict"].clear()
+    search = make().fit(X, y)
+    validation = set.union(*seen["predict"])
+    assert seen["fit"] and all(not (part & validation) for part in seen["fit"])
+    if isinstance(search, DPConfidenceBoosting):  # and the models' chunks are disjoint too
+        chunks = seen["fit"]
+        assert len(chunks) == 3 and sum(map(len, chunks)) == len(set.union(*chunks))
+    assert len(validation) + len(set.union(*seen["fit"])) == n
+
+
+def test_randomized_search_chooses_on_the_noisy_scores(reg_data, monkeypatch):
+    # The noise's scale was checked, but not that the choice is made on the
+    # noisy values: an argmax over the raw scores passed every test.  The same
+    # seed draws the same candidates; noise that favours the candidate with the
+    # lowest raw score must make it the choice.
+    grid = {"norm_bound": [0.01, 0.1, 1.0, 3.0, 10.0]}
+    add_noise, sample = _random.add_gaussian_noise, _random._sample_params
+    raw, drawn = [], []
+
+    def run(favoured, seed):
+        raw.clear(), drawn.clear()
+
+        def noise(value, sigma, rng):
+            raw.append(float(value))
+            return add_noise(value, sigma, rng) + (1e9 if len(raw) - 1 == favoured else 0.0)
+
+        def record(dists, rng):
+            drawn.append(sample(dists, rng))
+            return drawn[-1]
+
+        monkeypatch.setattr(_random, "add_gaussian_noise", noise)
+        monkeypatch.setattr(_random, "_sample_params", record)
+        return DPRandomizedSearchCV(_reg(), grid, epsilon=2.0, delta=DELTA, mean_candidates=6.0,
+                                    random_state=seed).fit(*reg_data)
+
+    checked = 0
+    for seed in range(20):
+        run(-1, seed)
+        worst = int(np.argmin(raw))
+        if drawn[worst] == drawn[int(np.argmax(raw))]:
+            continue  # no real choice at this seed (one candidate, or equal ones)
+        assert run(worst, seed).best_params_ == drawn[worst]
+        checked += 1
+    assert checked >= 5
 
 
 # -- random stopping -------------------------------------------------------------------
