@@ -308,6 +308,9 @@ MIXED_STOPPING_LEDGER = [
     [RandomStoppingEvent(0.4, 10.0), GaussianEvent(0.5)],
     # A large Gaussian part: a split bound, not the RDP one, is the smallest.
     [RandomStoppingEvent(0.05, 3.0), GaussianEvent(3.0)],
+    # Two searches: the split bound gives each its share of delta over 2.
+    [RandomStoppingEvent(0.05, 3.0), RandomStoppingEvent(0.05, 3.0, "geometric"),
+     GaussianEvent(3.0)],
     [RandomStoppingEvent(0.5, 10.0), PureDPEvent(1.0), ApproxDPEvent(0.5, 1e-7)],
 ])
 def test_mixed_ledger_with_random_stopping_matches_an_independent_computation(ledger):
