@@ -379,6 +379,10 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         before the charge, and the searches call it for each candidate
         (:meth:`_check_public_plan`) before theirs.
         """
+        if self.max_iter is not None and not 1 <= self.max_iter <= MAX_ITER:
+            # (Also under skip_parameter_validation: 2**40 steps ran for ever.)
+            raise ValueError(f"The 'max_iter' parameter of {type(self).__name__} must be an "
+                             f"int in the range [1, {MAX_ITER}] or None; got {self.max_iter!r}.")
         try:
             problem = PublicProblem(
                 loss=loss,

@@ -504,9 +504,9 @@ class _Overspender(ClassifierMixin, BaseEstimator):
         return np.full(len(X), self.classes_[0])
 
 
-@pytest.mark.parametrize("factor", [None, 1.0 + 1e-6])
+@pytest.mark.parametrize("factor", [None, 1.0 + 1e-10])
 def test_a_candidate_that_overspends_is_withheld(clf_data, factor):
-    # 1 + 1e-6: the guard's tolerance is float rounding (1e-12), not a
+    # 1 + 1e-10: the guard's tolerance is float rounding (1e-12), not a
     # margin: a guard 2x looser passed the fixed mu of 5 (27x) too.
     acc = PrivacyAccountant(delta=DELTA)
     search = DPGridSearchCV(_Overspender(factor=factor), {"alpha": [0.0, 1.0]}, epsilon=1.0,
@@ -2072,26 +2072,47 @@ def test_a_fit_refused_before_the_charge_leaves_no_classes_behind():
     assert not hasattr(est, "classes_") and acc.history == []
 
 
+@pytest.mark.parametrize("skip_validation", [False, True])
 @pytest.mark.parametrize("wrapper", ["grid", "random", "boosting"])
 @pytest.mark.parametrize("change, match", [
     (dict(n_jobs=2**31), "'n_jobs' parameter"),  # joblib failed after the charge
+    (dict(n_jobs=0), "'n_jobs' parameter"),
     (dict(epsilon=1e308), "'epsilon' parameter .* at most 1e\\+300"),
 ])
 def test_search_parameters_beyond_their_range_are_refused_before_any_charge(
-        reg_data, wrapper, change, match):
+        reg_data, wrapper, change, match, skip_validation):
     acc = PrivacyAccountant(epsilon=np.inf, delta=DELTA)
     search = _WRAPPERS[wrapper](_reg(), acc).set_params(**change)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(ValueError, match=match), \
+            sklearn.config_context(skip_parameter_validation=skip_validation):
         search.fit(*reg_data)
     assert acc.history == []
 
 
-def test_a_drawable_max_iter_beyond_its_range_is_refused_before_any_charge(reg_data):
-    # {"max_iter": randint(1, 2**62)} was charged, then ran for ever.
+def test_joblibs_default_number_of_workers_is_checked_before_any_charge(reg_data):
+    acc = PrivacyAccountant(epsilon=np.inf, delta=DELTA)
+    with pytest.raises(ValueError, match="'n_jobs' parameter"), parallel_config(n_jobs=2**31):
+        _WRAPPERS["grid"](_reg(), acc).fit(*reg_data)
+    assert acc.history == []
+    with parallel_config(n_jobs=-1):  # all cores: fine
+        _WRAPPERS["grid"](_reg(), acc).fit(*reg_data)
+    assert len(acc.history) == 1
+
+
+@pytest.mark.parametrize("skip_validation", [False, True])
+def test_a_drawable_max_iter_beyond_its_range_is_refused_before_any_charge(
+        reg_data, skip_validation, monkeypatch):
+    # {"max_iter": randint(1, 2**62)} was charged, then ran for ever.  (A
+    # candidate fit fails at once here, so that a regression fails, not hangs.)
+    def no_fits(*args, **kwargs):
+        raise AssertionError("trained")
+
+    monkeypatch.setattr(_search, "_fit_candidate", no_fits)
     acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
     search = DPRandomizedSearchCV(_reg(), {"max_iter": randint(1, 2**62)}, epsilon=1.0,
                                   delta=DELTA, accountant=acc)
-    with pytest.raises(ValueError, match="max_iter"):
+    with pytest.raises(ValueError, match="max_iter"), \
+            sklearn.config_context(skip_parameter_validation=skip_validation):
         search.fit(*reg_data)
     assert acc.history == []
 

@@ -101,11 +101,11 @@ class DPConfidenceBoosting(_BaseDPSearch):
         last one held out for the selection. With the Markov argument above,
         3 models leave a probability of at most 1/8 that none is good.
 
-    epsilon : float in (0, inf], default=1.0
+    epsilon : float in (0, 1e300] or inf, default=1.0
         Total privacy budget of ``fit``: the models and the selection
         together are (epsilon, delta)-DP. Every model is trained at this
         full budget (each record is in one chunk only). ``np.inf`` runs
-        without privacy.
+        without privacy; a finite epsilon above 1e300 is refused at ``fit``.
 
     delta : float in (0, 1), default=None
         Total delta. ``None`` uses ``min(1e-5, n_samples**-1.5)``.

@@ -69,6 +69,7 @@ import os
 from numbers import Integral, Real
 
 import numpy as np
+from joblib import effective_n_jobs
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import get_tags
@@ -407,6 +408,15 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         user's generator as it was).  ``events`` are the fit's cost at
         ``(self.epsilon, delta)``.
         """
+        workers = self.n_jobs if self.n_jobs is not None else effective_n_jobs(None)
+        if workers == 0 or workers > _MAX_N_JOBS:
+            # joblib would fail after the charge (2**31 workers overflow a C
+            # int); checked here also under skip_parameter_validation and for
+            # a joblib.parallel_config(n_jobs=...) behind n_jobs=None.
+            raise ValueError(
+                f"The 'n_jobs' parameter of {type(self).__name__} must be an int in the range "
+                f"[1, {_MAX_N_JOBS}], a negative int or None (with joblib's default of at "
+                f"most {_MAX_N_JOBS} workers); got {workers!r}.")
         accountant = self._accountant(slot)
         _check_release(accountant, events, float(self.epsilon), delta)
         return accountant

@@ -184,7 +184,10 @@ def gdp_mu(epsilon, delta):
     precision.  ``gdp_delta`` is increasing in ``mu``, so the root is unique.
     The root is taken of an upper bound on the float value of log delta, so
     rounding can only make mu smaller (relative change below 1e-9 at
-    epsilon >= 0.01 and delta >= 1e-15).
+    epsilon >= 0.01 and delta >= 1e-15).  For mu >= 1e8 the result stays
+    within the (valid, looser) tail bound that :func:`gdp_epsilon` uses
+    there, and from epsilon = 1e300 it is that bound's inverse in closed
+    form (within 1e-9 of the exact mu).
 
     Parameters
     ----------
