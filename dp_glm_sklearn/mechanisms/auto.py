@@ -122,9 +122,11 @@ def _inf_on_overflow(bound):
 
     The public bounds each lie in [1e-100, 1e100], but a product of them can
     pass 1e308, and ``x ** 2`` then raises OverflowError (``x * x`` would
-    give inf): such a bound is infinite.  Without this, ``method="auto"`` and
-    ``"jl"`` failed with a bare OverflowError at bounds the estimators accept
-    (``feature_norm = norm_bound = y_bound = 1e90``).
+    give inf): such a bound is infinite, which is valid if loose (a finite
+    cap the function would apply last, such as :func:`in_ball_cap`, is
+    skipped).  Without this, ``method="auto"`` and ``"jl"`` failed with a
+    bare OverflowError at bounds the estimators accept (``feature_norm =
+    norm_bound = y_bound = 1e90``); the rule picks Noisy GD there.
     """
     @functools.wraps(bound)
     def safe(*args, **kwargs):
