@@ -321,6 +321,18 @@ def test_estimator_saved_inside_a_default_block_refuses_without_one(tmp_path):
         assert "default_accountant(...) block in this process" in message
 
 
+def test_estimator_saved_outside_any_block_fits_in_another_process(tmp_path):
+    # Outside a block the built-in default must not travel with the pickle:
+    # a fresh process would find it detached and refuse, where the documented
+    # behaviour is a charge to that process's own default.
+    saved = tmp_path / "est.pkl"
+    est = DPLinearRegression(random_state=0)
+    saved.write_bytes(pickle.dumps(est))
+    assert "_pickled_default_accountant" not in pickle.loads(saved.read_bytes()).__dict__
+    lines = _fit_in_fresh_process(saved, "none").strip().splitlines()
+    assert lines == ["charged 2"]  # the estimator and its clone, no refusal
+
+
 def test_a_default_saved_in_this_process_and_gone_is_refused_as_such(data):
     X, y = data
     gone = PrivacyAccountant(epsilon=5.0)

@@ -785,3 +785,25 @@ def test_unseeded_searches_draw_fresh_noise():
                            epsilon=1.0, refit=True).fit(X, y).best_estimator_.coef_
             for _ in range(2)]
     assert not np.array_equal(*fits)
+
+
+def _seed_words(generator):
+    """The entropy words a generator was seeded with."""
+    bit_generator = getattr(generator, "bit_generator", None) or generator._bit_generator
+    return np.atleast_1d(np.asarray(bit_generator.seed_seq.entropy, dtype=object))
+
+
+def test_a_randomstate_seeds_the_noise_with_128_bits():
+    # A 31-bit seed drawn from the user's RandomState would leave 2**31 noise
+    # draws to try; nothing looked at the width.
+    from dp_glm_sklearn._base import _rng
+
+    state, twin = np.random.RandomState(0), np.random.RandomState(0)
+    words = twin.randint(2**32, size=4, dtype=np.uint64)
+    np.testing.assert_array_equal(_rng(state).standard_normal(3),
+                                  np.random.default_rng(words).standard_normal(3))
+    assert state.randint(2**32) == twin.randint(2**32)  # both advanced alike
+    for make in (np.random.default_rng, np.random.RandomState):
+        child = clone(DPLinearRegression(random_state=make(7))).random_state
+        entropy = _seed_words(child)
+        assert entropy.size == 4 and all(0 <= int(e) < 2**32 for e in entropy)

@@ -9,7 +9,7 @@ import pytest
 import sklearn
 from joblib import parallel_config
 from scipy.stats import randint
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
 from sklearn.decomposition import PCA
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score
@@ -487,16 +487,20 @@ class _Overspender(ClassifierMixin, BaseEstimator):
     ``factor=None``: a fixed mu of 5, whatever it is given.
     """
 
-    def __init__(self, epsilon=1.0, delta=None, accountant=None, alpha=0.0, factor=None):
+    def __init__(self, epsilon=1.0, delta=None, accountant=None, alpha=0.0, factor=None,
+                 only_on=None):
         self.epsilon = epsilon
         self.delta = delta
         self.accountant = accountant
         self.alpha = alpha
         self.factor = factor
+        self.only_on = only_on  # overspend only on data of this many rows
 
     def fit(self, X, y):
         self.classes_ = np.unique(y)
         mu = 5.0 if self.factor is None else self.factor * gdp_mu(self.epsilon, self.delta)
+        if self.only_on is not None and len(X) != self.only_on:
+            mu = gdp_mu(self.epsilon, self.delta)
         self.privacy_events_ = [GaussianEvent(mu=mu)]
         return self
 
@@ -514,6 +518,45 @@ def test_a_candidate_that_overspends_is_withheld(clf_data, factor):
     with pytest.raises(RuntimeError, match="more than"):
         search.fit(*clf_data)
     assert not hasattr(search, "best_estimator_")
+
+
+@pytest.mark.parametrize("make", [
+    lambda est, acc: DPGridSearchCV(est, {"alpha": [0.0, 1.0]}, epsilon=1.0, delta=DELTA,
+                                    refit=True, accountant=acc, random_state=0),
+    lambda est, acc: DPRandomizedSearchCV(est, {"alpha": [0.0, 1.0]}, epsilon=2.0, delta=DELTA,
+                                          mean_candidates=3.0, refit=True, accountant=acc,
+                                          random_state=0),
+], ids=["grid", "random"])
+def test_a_refit_that_overspends_is_withheld(clf_data, make):
+    # Only the refit (on every row) overspends: the candidates' guard passes,
+    # and the refit's own guard, never reached by the tests, must withhold it.
+    est = _Overspender(factor=1.0 + 1e-10, only_on=len(clf_data[0]))
+    search = make(est, PrivacyAccountant(delta=DELTA))
+    with pytest.raises(RuntimeError, match="more than"):
+        search.fit(*clf_data)
+    assert not hasattr(search, "best_estimator_")
+
+
+def test_a_candidate_fitted_in_a_worker_process_shows_no_warning(reg_data):
+    # _fit_candidate silences a fit in a worker process itself: scikit-learn
+    # 1.6's Parallel does not pass the parent's (silenced) filters on to its
+    # workers.  Called here as a worker would call it (another parent pid).
+    class Warns(TransformerMixin, BaseEstimator):
+        def fit(self, X, y=None):
+            return self
+
+        def transform(self, X):
+            warnings.warn("a step warned on a private record", UserWarning, stacklevel=1)
+            return X
+
+    pipe = Pipeline([("w", Warns()), ("m", _reg())])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _search._fit_candidate(pipe, {"m__epsilon": 1.0}, _slot._find_dp_slot(pipe), *reg_data,
+                               parent_pid=-1)
+        assert caught == []
+        warnings.warn("shown", UserWarning, stacklevel=1)  # the caller's filters are back
+    assert [str(w.message) for w in caught] == ["shown"]
 
 
 def test_a_candidate_that_spends_exactly_its_share_is_kept(clf_data):
