@@ -32,7 +32,13 @@ from ._objective import (
     PublicProblem,
     canonical_rows,
 )
-from ._sklearn_compat import Interval, StrOptions, fit_context, num_samples
+from ._sklearn_compat import (
+    Interval,
+    InvalidParameterError,
+    StrOptions,
+    fit_context,
+    num_samples,
+)
 from ._warn import warn_user
 from .mechanisms import MECHANISMS, calibrate, resolve, train
 from .mechanisms.noisy_gd import default_max_iter
@@ -381,8 +387,9 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         """
         if self.max_iter is not None and not 1 <= self.max_iter <= MAX_ITER:
             # (Also under skip_parameter_validation: 2**40 steps ran for ever.)
-            raise ValueError(f"The 'max_iter' parameter of {type(self).__name__} must be an "
-                             f"int in the range [1, {MAX_ITER}] or None; got {self.max_iter!r}.")
+            raise InvalidParameterError(
+                f"The 'max_iter' parameter of {type(self).__name__} must be an int in the "
+                f"range [1, {MAX_ITER}] or None. Got {self.max_iter!r} instead.")
         try:
             problem = PublicProblem(
                 loss=loss,

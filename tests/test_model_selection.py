@@ -2134,12 +2134,22 @@ def test_search_parameters_beyond_their_range_are_refused_before_any_charge(
 
 def test_joblibs_default_number_of_workers_is_checked_before_any_charge(reg_data):
     acc = PrivacyAccountant(epsilon=np.inf, delta=DELTA)
-    with pytest.raises(ValueError, match="'n_jobs' parameter"), parallel_config(n_jobs=2**31):
-        _WRAPPERS["grid"](_reg(), acc).fit(*reg_data)
+    for n_jobs in (2**31, 0):
+        with pytest.raises(ValueError, match="'n_jobs' parameter .joblib's parallel_config."), \
+                parallel_config(n_jobs=n_jobs):
+            _WRAPPERS["grid"](_reg(), acc).fit(*reg_data)
     assert acc.history == []
-    with parallel_config(n_jobs=-1):  # all cores: fine
+    # All cores, or a count the user asked for: fine, whatever joblib's backend
+    # counts as the machine (a dask cluster of 2048 cores was refused when the
+    # check took effective_n_jobs(None)).
+    with parallel_config(backend="threading", n_jobs=-1):
         _WRAPPERS["grid"](_reg(), acc).fit(*reg_data)
-    assert len(acc.history) == 1
+    with parallel_config(backend="threading", n_jobs=3), \
+            pytest.MonkeyPatch.context() as mp:
+        mp.setattr("joblib._parallel_backends.ThreadingBackend.effective_n_jobs",
+                   lambda self, n_jobs: 2048 if n_jobs in (None, -1) else n_jobs)
+        _WRAPPERS["grid"](_reg(), acc).fit(*reg_data)
+    assert len(acc.history) == 2
 
 
 @pytest.mark.parametrize("skip_validation", [False, True])

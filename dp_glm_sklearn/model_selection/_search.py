@@ -69,7 +69,7 @@ import os
 from numbers import Integral, Real
 
 import numpy as np
-from joblib import effective_n_jobs
+from joblib.parallel import get_active_backend
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import get_tags
@@ -93,6 +93,7 @@ from .._base import (
 from .._sklearn_compat import (
     HasMethods,
     Interval,
+    InvalidParameterError,
     StrOptions,
     VisualBlock,
     fit_context,
@@ -408,15 +409,18 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         user's generator as it was).  ``events`` are the fit's cost at
         ``(self.epsilon, delta)``.
         """
-        workers = self.n_jobs if self.n_jobs is not None else effective_n_jobs(None)
-        if workers == 0 or workers > _MAX_N_JOBS:
-            # joblib would fail after the charge (2**31 workers overflow a C
-            # int); checked here also under skip_parameter_validation and for
-            # a joblib.parallel_config(n_jobs=...) behind n_jobs=None.
-            raise ValueError(
-                f"The 'n_jobs' parameter of {type(self).__name__} must be an int in the range "
-                f"[1, {_MAX_N_JOBS}], a negative int or None (with joblib's default of at "
-                f"most {_MAX_N_JOBS} workers); got {workers!r}.")
+        # joblib would fail after the charge (2**31 workers overflow a C int):
+        # checked here also under skip_parameter_validation, and for the
+        # n_jobs of a joblib.parallel_config(...) behind n_jobs=None (the value
+        # Parallel uses, by the rule for an explicit one).
+        n_jobs, where = self.n_jobs, ""
+        if n_jobs is None:
+            n_jobs, where = get_active_backend()[1], " (joblib's parallel_config)"
+        if isinstance(n_jobs, Integral) and (n_jobs == 0 or n_jobs > _MAX_N_JOBS):
+            raise InvalidParameterError(
+                f"The 'n_jobs' parameter{where} of {type(self).__name__} must be an int in "
+                f"the range [1, {_MAX_N_JOBS}], a negative int or None. Got {n_jobs!r} "
+                "instead.")
         accountant = self._accountant(slot)
         _check_release(accountant, events, float(self.epsilon), delta)
         return accountant
