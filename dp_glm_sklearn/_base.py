@@ -297,7 +297,6 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
                           f"not {method!r}")
         return [f"{type(self).__name__}: {message}." for message in unused]
 
-
     @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Fit the model with an (epsilon, delta)-DP guarantee.

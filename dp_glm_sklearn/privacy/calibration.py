@@ -220,9 +220,18 @@ def gdp_mu(epsilon, delta):
         z = -float(ndtri(delta))
         target = epsilon / (1.0 + 2e-9)
         mu = math.sqrt(2.0) * math.sqrt(target + z * z / 2.0) - z
+    else:
+        mu = _profile_mu(epsilon, delta)
+    if mu >= _TAIL_MU:
+        # gdp_epsilon takes the (looser) tail bound there: stay within it,
+        # so that gdp_epsilon(gdp_mu(eps, delta), delta) <= eps still holds.
         while _tail_epsilon(mu, delta) > epsilon:
             mu *= 1.0 - 1e-9
-        return mu
+    return mu
+
+
+def _profile_mu(epsilon, delta):
+    """:func:`gdp_mu` by the exact privacy profile (below ``_TAIL_EPSILON``)."""
     log_target = math.log(delta)
     # Twice the error bound here and once in gdp_epsilon: a calibrated mu is
     # safe against float error, and gdp_epsilon(gdp_mu(eps, delta), delta)
@@ -238,11 +247,6 @@ def gdp_mu(epsilon, delta):
         # and mu = 0 (no release) ends the loop.
         while mu > 0.0 and _gdp_log_delta(epsilon, mu, margin=2.0) > log_target:
             mu /= 2.0
-    if mu >= _TAIL_MU:
-        # gdp_epsilon takes the (looser) tail bound there: stay within it,
-        # so that gdp_epsilon(gdp_mu(eps, delta), delta) <= eps still holds.
-        while _tail_epsilon(mu, delta) > epsilon:
-            mu *= 1.0 - 1e-9
     return mu
 
 
