@@ -302,6 +302,16 @@ def test_certified_minimizer_restarts_a_solver_breakdown_from_the_centre(monkeyp
     (lambda: DPLogisticRegression(method="output_perturbation", feature_norm=1e-100,
                                   l2_regularization=1e220, classes=[0, 1]),
      "below the smallest normal float"),
+    # A normal sensitivity whose noise scale underflowed to 0 at a huge epsilon:
+    # output perturbation released the minimizer as GaussianEvent(mu=0), and
+    # noisy GD (and JL, auto) recorded mu=inf.
+    (lambda: DPLogisticRegression(method="output_perturbation", feature_norm=1e-100,
+                                  l2_regularization=1e200, classes=[0, 1], epsilon=1e100),
+     "noise scale underflows"),
+    *[(lambda method=method: DPLinearRegression(method=method, feature_norm=1e-100,
+                                                norm_bound=1e-100, y_bound=1e-100,
+                                                epsilon=1e300),
+       "noise scale underflows") for method in ("noisy_gd", "jl", "auto")],
 ])
 def test_extreme_output_perturbation_settings_are_refused_before_the_charge(make, match):
     X, y = make_classification(n_samples=100, n_features=4, random_state=0)

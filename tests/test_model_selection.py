@@ -35,6 +35,7 @@ from dp_glm_sklearn.privacy import (
     compose,
     gdp_epsilon,
     gdp_mu,
+    selection,
     total_mu,
 )
 from dp_glm_sklearn.privacy.selection import (
@@ -619,7 +620,7 @@ def test_randomized_search_chooses_on_the_noisy_scores(reg_data, monkeypatch):
     # seed draws the same candidates; noise that favours the candidate with the
     # lowest raw score must make it the choice.
     grid = {"norm_bound": [0.01, 0.1, 1.0, 3.0, 10.0]}
-    add_noise, sample = _random.add_gaussian_noise, _random._sample_params
+    add_noise, sample = selection.add_gaussian_noise, _random._sample_params
     raw, drawn = [], []
 
     def run(favoured, seed):
@@ -633,7 +634,7 @@ def test_randomized_search_chooses_on_the_noisy_scores(reg_data, monkeypatch):
             drawn.append(sample(dists, rng))
             return drawn[-1]
 
-        monkeypatch.setattr(_random, "add_gaussian_noise", noise)
+        monkeypatch.setattr(selection, "add_gaussian_noise", noise)
         monkeypatch.setattr(_random, "_sample_params", record)
         return DPRandomizedSearchCV(_reg(), grid, epsilon=2.0, delta=DELTA, mean_candidates=6.0,
                                     random_state=seed).fit(*reg_data)

@@ -12,6 +12,7 @@ from dp_glm_sklearn.privacy.selection import (
     bounded_range_gdp_mu,
     exponential_mechanism,
     exponential_mechanism_probabilities,
+    gaussian_report_noisy_max,
     gdp_bounded_range_epsilon,
     gdp_pure_epsilon,
     gem_normalized_scores,
@@ -468,3 +469,40 @@ def test_pure_dp_gdp_mu_stays_finite_and_valid_for_large_epsilon():
     search = DPGridSearchCV(DPLinearRegression(), {"norm_bound": [1.0, 2.0]}, epsilon=1e4,
                             delta=1e-6, accountant=acc, random_state=0).fit(X, X[:, 0])
     assert search.privacy_spent_[0] <= 1e4 and acc.spent()[0] <= 1e4
+
+
+# -- Gaussian report-noisy-max ----------------------------------------------------------
+@pytest.mark.parametrize("sensitivities", [(1.0, 1.0), (0.5, 2.0), (1e-300, 3e-300)])
+def test_gaussian_report_noisy_max_has_the_gaussian_selection_probability(sensitivities):
+    # argmax(u_j + N(0, (d_j / mu)^2)) over two scores picks 1 with probability
+    # Phi(mu (u_1 - u_0) / sqrt(d_0^2 + d_1^2)); scaling the scores and noise
+    # by a common factor must not change it, however small the sensitivities.
+    d0, d1 = sensitivities
+    mu, gap = 2.0, 0.4 * math.hypot(d0, d1)
+    expected = 0.5 * math.erfc(-mu * gap / math.hypot(d0, d1) / math.sqrt(2.0))  # 0.788
+    rng = np.random.default_rng(7)
+    trials = 20000
+    hits = sum(gaussian_report_noisy_max([0.0, gap], [d0, d1], mu, rng) for _ in range(trials))
+    # 5 standard errors (sd 0.0029): false-failure probability below 1e-6.
+    assert abs(hits / trials - expected) <= 5 * math.sqrt(expected * (1 - expected) / trials)
+
+
+def test_gaussian_report_noisy_max_draws_one_normal_per_score():
+    # The same standard normals as the explicit u_j + N(0, (d_j / mu)^2): the
+    # common scaling changes no choice (ties aside), and the generator
+    # advances by one draw per score.
+    utilities = np.random.default_rng(0).normal(size=(200, 5))
+    sensitivities = [0.1, 0.2, 0.05, 0.3, 0.1]
+    for i, u in enumerate(utilities):
+        chosen = gaussian_report_noisy_max(u, sensitivities, 3.0, np.random.default_rng(i))
+        rng = np.random.default_rng(i)
+        explicit = [u_j + rng.normal(0.0, d_j / 3.0)
+                    for u_j, d_j in zip(u, sensitivities, strict=True)]
+        assert chosen == int(np.argmax(explicit))
+    # A zero sensitivity adds no noise to its (constant) score; a huge mu
+    # with tiny sensitivities selects the best score.
+    assert gaussian_report_noisy_max([0.0, 1.0], [0.0, 0.0], 1.0, np.random.default_rng(0)) == 1
+    assert gaussian_report_noisy_max([1e-300, 0.0, 2e-300], 1e-302, 1e150,
+                                     np.random.default_rng(0)) == 2
+    with pytest.raises(ValueError, match="mu must be"):
+        gaussian_report_noisy_max([0.0, 1.0], 1.0, 0.0, np.random.default_rng(0))

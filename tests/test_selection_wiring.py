@@ -48,7 +48,13 @@ from dp_glm_sklearn import (
 )
 from dp_glm_sklearn.model_selection import _boosting, _random, _search
 from dp_glm_sklearn.model_selection._auto import auto_norm_bound_grid
-from dp_glm_sklearn.privacy import GaussianEvent, RandomStoppingEvent, gdp_epsilon, gdp_mu
+from dp_glm_sklearn.privacy import (
+    GaussianEvent,
+    RandomStoppingEvent,
+    gdp_epsilon,
+    gdp_mu,
+    selection,
+)
 from dp_glm_sklearn.privacy.selection import random_stopping_epsilon
 
 DELTA = 1e-5
@@ -202,7 +208,8 @@ def test_grid_search_selects_at_the_recorded_epsilon_and_bounds(
 @pytest.mark.parametrize("scoring, kind", [(None, "reg"), ("accuracy", "clf")])
 def test_randomized_search_noise_scale_is_the_recorded_run_mu(
         clf_data, reg_data, monkeypatch, refit, scoring, kind):
-    noise_calls = spy(monkeypatch, _random, "add_gaussian_noise")
+    rnm_calls = spy(monkeypatch, _random, "gaussian_report_noisy_max")
+    noise_calls = spy(monkeypatch, selection, "add_gaussian_noise")
     gem_calls, em_calls = selection_spies(monkeypatch, _search)
     estimator, (X, y) = (_clf(), clf_data) if kind == "clf" else (_reg(), reg_data)
     epsilon, mean = 2.0, 4.0
@@ -220,10 +227,17 @@ def test_randomized_search_noise_scale_is_the_recorded_run_mu(
     n_val = _n_val(len(X))
     D = (1.0 if scoring == "accuracy" else 2 * Y_BOUND) / n_val
     np.testing.assert_allclose(search.cv_results_["score_sensitivity"], [D], rtol=RTOL)
-    assert len(noise_calls) >= 1
-    for call in noise_calls:
-        assert call["sigma"] == pytest.approx(D / mu_run, rel=RTOL)
-        assert np.ndim(call["value"]) == 0 and -D * n_val <= call["value"] <= 0  # a bounded score
+    # One report-noisy-max over the K runs' bounded scores, each at sensitivity D and mu_run.
+    (rnm,) = rnm_calls
+    assert rnm["mu"] == mu_run
+    count = len(rnm["utilities"])
+    np.testing.assert_allclose(rnm["sensitivities"], [D] * count, rtol=RTOL)
+    assert np.all((-D * n_val <= rnm["utilities"]) & (rnm["utilities"] <= 0))
+    # It adds N(0, (D / mu_run)^2) to each score, both divided by the common D.
+    assert len(noise_calls) == count
+    for call, u in zip(noise_calls, rnm["utilities"], strict=True):
+        assert call["sigma"] == pytest.approx(1.0 / mu_run, rel=RTOL)
+        assert call["value"] == pytest.approx(u / D, rel=RTOL)
     # mu_run is the largest with which the best of the runs costs the search's budget:
     # the whole (epsilon, delta), or (epsilon/2, delta/2) when the refit gets the rest.
     eps_search, delta_search = (epsilon / 2, DELTA / 2) if refit else (epsilon, DELTA)

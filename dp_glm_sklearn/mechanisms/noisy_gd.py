@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from ..privacy.calibration import gaussian_sigma
+from ..privacy.calibration import gaussian_sigma, gdp_mu_of_noise
 from ..privacy.events import GaussianEvent
 from ..privacy.noise import add_gaussian_noise
 from ._common import Calibration, project_ball
@@ -87,8 +87,7 @@ def calibrate_noisy_gd(problem, epsilon, delta, max_iter):
     """
     sensitivity = 2.0 * problem.lipschitz / problem.n_samples
     sigma = gaussian_sigma(sensitivity, epsilon, delta, n_compositions=max_iter)
-    mu = np.inf if sigma == 0 else np.sqrt(max_iter) * sensitivity / sigma
-    event = GaussianEvent(mu=float(mu), label="noisy_gd")
+    event = GaussianEvent(mu=gdp_mu_of_noise(sensitivity, sigma, max_iter), label="noisy_gd")
     return Calibration(
         sigma=float(sigma),
         events=(event,),

@@ -63,7 +63,7 @@ import sys
 
 import numpy as np
 
-from ..privacy.calibration import gaussian_sigma, gdp_mu
+from ..privacy.calibration import gaussian_sigma, gdp_mu, gdp_mu_of_noise
 from ..privacy.events import GaussianEvent
 from ..privacy.noise import add_gaussian_noise
 from ._common import Calibration, project_ball
@@ -130,7 +130,7 @@ def calibrate_output_perturbation(problem, epsilon, delta, l2=None):
         sigma, event_mu = 0.0, math.inf
     else:
         sigma = gaussian_sigma(sensitivity, epsilon, delta)
-        event_mu = sensitivity / sigma if sigma > 0 else 0.0
+        event_mu = gdp_mu_of_noise(sensitivity, sigma)
     max_steps = guaranteed_steps(problem, lam, accuracy)
     if max_steps > MAX_GUARANTEED_STEPS:
         # The certificate usually holds after a few steps, but when the

@@ -42,7 +42,7 @@ import numpy as np
 
 from .._base import _clones_draw_nothing, _fit_n_samples, _rng, target_privacy
 from .._sklearn_compat import Interval, fit_context, safe_indexing
-from ..privacy.calibration import gdp_mu
+from ..privacy.calibration import gdp_mu, gdp_parallel
 from ..privacy.events import GaussianEvent
 from ..privacy.selection import (
     bounded_range_gdp_mu,
@@ -241,7 +241,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
         candidate_epsilon, mu_candidate = _candidate_privacy(mu, delta, "each model", None)
         selection_epsilon = gdp_bounded_range_epsilon(mu)
         event = GaussianEvent(
-            mu=max(mu_candidate, bounded_range_gdp_mu(selection_epsilon)),
+            mu=gdp_parallel(mu_candidate, bounded_range_gdp_mu(selection_epsilon)),
             label=f"DPConfidenceBoosting: {self.n_models} models on disjoint chunks || "
                   f"selection (epsilon={selection_epsilon:.4g})",
         )

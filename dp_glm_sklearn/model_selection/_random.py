@@ -18,10 +18,9 @@ from sklearn.model_selection import ParameterGrid
 
 from .._base import _clones_draw_nothing, _fit_n_samples, _rng, target_privacy
 from .._sklearn_compat import Interval, StrOptions, fit_context, safe_indexing
-from ..privacy.calibration import gdp_sigma
 from ..privacy.events import GaussianEvent, RandomStoppingEvent
-from ..privacy.noise import add_gaussian_noise
 from ..privacy.selection import (
+    gaussian_report_noisy_max,
     random_stopping_mu,
     random_stopping_refit_mu,
     sample_stopping_count,
@@ -217,7 +216,9 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         Always 0: ``cv_results_`` holds the chosen candidate only.
 
     cv_results_ : dict
-        ``"params"`` (one entry, the chosen candidate) and ``"selected"``.
+        ``"params"`` (one entry, the chosen candidate), one
+        ``"param_<name>"`` masked array per parameter, ``"selected"`` and
+        ``"score_sensitivity"`` (public, of the chosen candidate's score).
         The other candidates, and how many there were, stay secret: the
         guarantee of random stopping holds only if they are never released.
         So do the warnings of the candidates' public plans (an unused
@@ -411,10 +412,8 @@ class DPRandomizedSearchCV(_BaseDPSearch):
             (params, X_tr, y_tr, seed) for params, seed in zip(candidates, seeds, strict=True)])
 
         utilities, sensitivities = self._validation_utilities(fitted, slot, X_val, y_val)
-        noisy = [add_gaussian_noise(u, gdp_sigma(d, plan["mu_candidate"]), rng)
-                 for u, d in zip(utilities, sensitivities, strict=True)]
-        best = int(np.argmax(noisy))
-        del utilities, noisy
+        best = gaussian_report_noisy_max(utilities, sensitivities, plan["mu_candidate"], rng)
+        del utilities
 
         best_estimator = fitted[best]
         if self.refit:

@@ -64,7 +64,6 @@ shown anywhere.
 """
 
 import itertools
-import math
 import os
 from numbers import Integral, Real
 
@@ -106,7 +105,14 @@ from ..privacy.accountant import (
     _check_release,
     _DefaultAccountantMixin,
 )
-from ..privacy.calibration import gdp_epsilon, gdp_mu
+from ..privacy.calibration import (
+    gdp_composed,
+    gdp_mu,
+    gdp_parallel,
+    gdp_per_release,
+    gdp_release_budget,
+    gdp_split,
+)
 from ..privacy.events import GaussianEvent, compose, total_mu
 from ..privacy.selection import (
     bounded_range_gdp_mu,
@@ -233,16 +239,14 @@ def _candidate_privacy(mu, delta, who="each candidate", remedy="use fewer candid
     then calibrates to, ``gdp_mu(epsilon, delta)``, is what the search pays.
     ``who`` and ``remedy`` word the error for the fit concerned.
     """
-    if mu == math.inf:
-        return math.inf, math.inf
-    epsilon = gdp_epsilon(mu, delta)
+    epsilon, mu_paid = gdp_release_budget(mu, delta)
     if epsilon <= 0.0:
         raise ValueError(
             f"The budget is too small for {who}: its share is mu={mu:.3g}-GDP, which is "
             f"(0, {delta:.3g})-DP already, so no epsilon > 0 can be given to it. Raise "
             f"epsilon{', ' + remedy + ',' if remedy else ''} or lower delta if it is large."
         )
-    return epsilon, gdp_mu(epsilon, delta)
+    return epsilon, mu_paid
 
 
 # -- the searches -------------------------------------------------------------------
@@ -352,8 +356,8 @@ _SHARED_ATTRIBUTES = """best_estimator_ : estimator
         (public). No validation score: it would leak.
 
     privacy_events_ : list of GaussianEvent
-        What ``fit`` released: one event for the search (see Notes) and one
-        for the refit.
+        What ``fit`` released: one event for the search (see Notes) and,
+        with ``refit=True``, one for the refit.
 
     privacy_spent_ : tuple (epsilon, delta)
         Guarantee of ``fit``, derived from ``privacy_events_``.
@@ -911,12 +915,12 @@ class DPGridSearchCV(_BaseDPSearch):
         epsilon, delta = target_privacy(self, n_samples)
         mu = gdp_mu(epsilon, delta)
         share = float(self.refit_share) if self.refit else 0.0
-        mu_search, mu_refit = mu * math.sqrt(1.0 - share), mu * math.sqrt(share)
+        mu_search, mu_refit = gdp_split(mu, share)
         candidate_epsilon, mu_candidate = _candidate_privacy(
-            mu_search / math.sqrt(n_candidates), delta, *self._candidate_words)
+            gdp_per_release(mu_search, n_candidates), delta, *self._candidate_words)
         selection_epsilon = gdp_bounded_range_epsilon(mu_search)
-        mu_event = max(math.sqrt(n_candidates) * mu_candidate,
-                       bounded_range_gdp_mu(selection_epsilon))
+        mu_event = gdp_parallel(gdp_composed(mu_candidate, n_candidates),
+                                bounded_range_gdp_mu(selection_epsilon))
         events = [GaussianEvent(
             mu=mu_event,
             label=f"DPGridSearchCV: {n_candidates} candidates || selection "

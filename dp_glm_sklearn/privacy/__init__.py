@@ -16,7 +16,7 @@ from .accountant import (
     default_accountant,
     get_default_accountant,
 )
-from .calibration import gaussian_sigma, gdp_delta, gdp_epsilon, gdp_mu, papers_sigma
+from .calibration import gaussian_sigma, gdp_delta, gdp_epsilon, gdp_mu
 from .events import (
     ApproxDPEvent,
     GaussianEvent,
@@ -42,6 +42,5 @@ __all__ = [
     "gdp_epsilon",
     "gdp_mu",
     "get_default_accountant",
-    "papers_sigma",
     "total_mu",
 ]

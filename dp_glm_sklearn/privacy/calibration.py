@@ -1,7 +1,10 @@
 """Exact calibration of the Gaussian mechanism (SPEC section 2).
 
-Every privacy number of the library comes from this module.  The functions are
-pure and work on scalars.
+Every privacy number of the library comes from the privacy package: this
+module calibrates Gaussian noise and divides and composes Gaussian-DP budgets
+(``gdp_*``), :mod:`~dp_glm_sklearn.privacy.selection` prices private
+selection and random stopping, :mod:`~dp_glm_sklearn.privacy.events`
+composes a ledger.  The functions are pure and work on scalars.
 
 A mechanism that adds :math:`N(0, \\sigma^2 I)` to a statistic of
 L2-sensitivity :math:`\\Delta` is :math:`\\mu`-GDP with
@@ -31,9 +34,14 @@ __all__ = [
     "gaussian_sigma",
     "gdp_delta",
     "gdp_epsilon",
+    "gdp_composed",
     "gdp_mu",
+    "gdp_mu_of_noise",
+    "gdp_parallel",
+    "gdp_per_release",
+    "gdp_release_budget",
     "gdp_sigma",
-    "papers_sigma",
+    "gdp_split",
 ]
 
 _INF = math.inf
@@ -388,10 +396,72 @@ def gdp_sigma(sensitivity, mu, n_compositions=1):
     ``sigma = sqrt(T) * sensitivity / mu``; 0 when ``mu = inf`` or
     ``sensitivity = 0``.  :func:`gaussian_sigma` is this at
     ``mu = gdp_mu(epsilon, delta)``.
+
+    Raises ValueError when that quotient underflows to 0 for a finite
+    ``mu`` and a positive sensitivity (a tiny sensitivity at a huge
+    epsilon): no noise would be added, and a release without noise is not
+    mu-GDP for any finite mu.
     """
     if mu == _INF or sensitivity == 0.0:
         return 0.0
-    return math.sqrt(n_compositions) * sensitivity / mu
+    sigma = math.sqrt(n_compositions) * sensitivity / mu
+    if sigma == 0.0:
+        raise ValueError(
+            f"The noise scale underflows to 0 (sensitivity {sensitivity:.3g} at mu={mu:.3g}-GDP): "
+            "a release at this epsilon would add no noise. Lower epsilon, or rescale the data "
+            "so that the public bounds are moderate.")
+    return sigma
+
+
+def gdp_mu_of_noise(sensitivity, sigma, n_compositions=1):
+    """GDP parameter of ``n_compositions`` releases of ``sensitivity`` each plus
+    ``N(0, sigma^2 I)``: ``sqrt(T) * sensitivity / sigma``, inf when ``sigma = 0``."""
+    if sigma == 0:
+        return _INF
+    return float(math.sqrt(n_compositions) * sensitivity / sigma)
+
+
+# -- dividing and composing Gaussian-DP budgets ---------------------------------------
+# Adaptive composition of mu_t-GDP releases is exactly sqrt(sum mu_t^2)-GDP;
+# releases computed on disjoint parts of the data compose to the largest
+# mu_t (parallel composition, replace-one adjacency: one record is in one part).
+
+
+def gdp_split(mu, share):
+    """Two sequential budgets ``(mu sqrt(1 - share), mu sqrt(share))``: together mu-GDP."""
+    return mu * math.sqrt(1.0 - share), mu * math.sqrt(share)
+
+
+def gdp_per_release(mu, count):
+    """Budget ``mu / sqrt(count)`` of each of ``count`` releases that together are mu-GDP."""
+    return mu / math.sqrt(count)
+
+
+def gdp_composed(mu, count):
+    """GDP parameter ``sqrt(count) * mu`` of ``count`` adaptive mu-GDP releases."""
+    return math.sqrt(count) * mu
+
+
+def gdp_parallel(*mus):
+    """GDP parameter of releases on disjoint parts of the data: the largest."""
+    return max(mus)
+
+
+def gdp_release_budget(mu, delta):
+    """``(epsilon, mu_paid)`` to give a release of GDP budget ``mu`` measured at ``delta``.
+
+    The release is asked for ``epsilon = gdp_epsilon(mu, delta)``, and is
+    calibrated to ``mu_paid = gdp_mu(epsilon, delta)``, which the round trip's
+    safe-side rounding keeps within a few ulps of mu: ``mu_paid`` is what the
+    caller must account.  ``epsilon = 0`` when mu-GDP is already ``(0,
+    delta)``-DP (no budget to give); ``(inf, inf)`` when ``mu = inf``.
+    """
+    if mu == _INF:
+        return _INF, _INF
+    epsilon = gdp_epsilon(mu, delta)
+    if epsilon <= 0.0:
+        return 0.0, 0.0
+    return epsilon, gdp_mu(epsilon, delta)
 
 
 def papers_sigma(sensitivity, epsilon, delta, n_compositions=1):
@@ -431,7 +501,8 @@ def papers_sigma(sensitivity, epsilon, delta, n_compositions=1):
     At epsilon = 1 the papers' formula adds more noise than needed; at
     epsilon = 10 less, so its release is not (10, 1e-5)-DP:
 
-    >>> from dp_glm_sklearn.privacy import gaussian_sigma, gdp_epsilon, papers_sigma
+    >>> from dp_glm_sklearn.privacy import gaussian_sigma, gdp_epsilon
+    >>> from dp_glm_sklearn.privacy.calibration import papers_sigma
     >>> papers_sigma(1.0, 1.0, 1e-5) > gaussian_sigma(1.0, 1.0, 1e-5)
     True
     >>> round(gdp_epsilon(1.0 / papers_sigma(1.0, 10.0, 1e-5), 1e-5), 2)

@@ -1,8 +1,15 @@
-"""The one place where noise is drawn.
+"""The one place where the randomness that protects privacy is drawn.
 
 Every mechanism of the library perturbs a released statistic through
-:func:`add_gaussian_noise`; calibration (how large ``sigma`` must be) lives in
-:mod:`dp_glm_sklearn.privacy.calibration`, and nowhere else.
+:func:`add_gaussian_noise`, draws a selection's index through
+:func:`sample_index` and random stopping's secret number of candidates
+through :func:`sample_count`; calibration (how large ``sigma`` must
+be, which probabilities, which stopping distribution) lives in
+:mod:`dp_glm_sklearn.privacy.calibration` and
+:mod:`dp_glm_sklearn.privacy.selection`, and nowhere else.  Randomness that
+does not depend on the data and protects nothing by itself (the searches'
+splits and seeds, JL's projection matrix) is drawn where it is used, from the
+same generator.
 
 Randomness comes from a :class:`numpy.random.Generator` (PCG64; Gaussian
 draws by numpy's ziggurat method, in float64); with ``random_state=None`` it
@@ -38,6 +45,23 @@ def add_gaussian_noise(value, sigma, rng):
         return value.copy()
     scale = sigma * _AUDIT_NOISE_MULTIPLIER
     return value + rng.normal(0.0, scale, size=value.shape)
+
+
+def sample_index(probabilities, rng):
+    """Index drawn from ``probabilities`` by inverting the CDF with one uniform."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {rng!r}.")
+    cdf = np.cumsum(probabilities)
+    index = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
+    return min(index, len(probabilities) - 1)
+
+
+def sample_count(gamma, shape, rng):
+    """A count K >= 1: geometric with success probability ``gamma`` (``shape=1``),
+    else logarithmic with parameter ``1 - gamma`` (``shape=0``)."""
+    if shape == 1.0:
+        return int(rng.geometric(gamma))
+    return int(rng.logseries(1.0 - gamma))
 
 
 @contextmanager

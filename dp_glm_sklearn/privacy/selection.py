@@ -53,8 +53,9 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import expit, log_expit, log_ndtr, logsumexp, ndtri, ndtri_exp
 
-from .calibration import _check_real, gdp_mu
+from .calibration import _check_real, gdp_mu, gdp_sigma
 from .events import PureDPEvent, _check_stopping, _rdp_epsilon
+from .noise import add_gaussian_noise, sample_count, sample_index
 
 __all__ = [
     "bounded_range_gdp_mu",
@@ -64,6 +65,7 @@ __all__ = [
     "gdp_pure_epsilon",
     "gem_normalized_scores",
     "gem_probabilities",
+    "gaussian_report_noisy_max",
     "generalized_exponential_mechanism",
     "pure_dp_gdp_mu",
     "random_stopping_epsilon",
@@ -288,15 +290,6 @@ def _softmax(logits):
         return np.exp(logits - logsumexp(logits))
 
 
-def _sample(probabilities, rng):
-    """Index drawn from ``probabilities`` by inverting the CDF with one uniform."""
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator, got {rng!r}.")
-    cdf = np.cumsum(probabilities)
-    index = int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right"))
-    return min(index, len(probabilities) - 1)
-
-
 # -- exponential mechanism ------------------------------------------------------------
 def exponential_mechanism_probabilities(utilities, sensitivity, epsilon):
     """Selection probabilities of the exponential mechanism.
@@ -362,7 +355,7 @@ def exponential_mechanism(utilities, sensitivity, epsilon, rng, *, label="expone
     (1, PureDPEvent(epsilon=1.0, label='exponential mechanism'))
     """
     p = exponential_mechanism_probabilities(utilities, sensitivity, epsilon)
-    return _sample(p, rng), PureDPEvent(epsilon=float(epsilon), label=label)
+    return sample_index(p, rng), PureDPEvent(epsilon=float(epsilon), label=label)
 
 
 # -- generalized exponential mechanism -------------------------------------------------
@@ -475,7 +468,53 @@ def generalized_exponential_mechanism(utilities, sensitivities, epsilon, rng, *,
     (1, 1.0)
     """
     p = gem_probabilities(utilities, sensitivities, epsilon, beta)
-    return _sample(p, rng), PureDPEvent(epsilon=float(epsilon), label=label)
+    return sample_index(p, rng), PureDPEvent(epsilon=float(epsilon), label=label)
+
+
+# -- Gaussian report-noisy-max ----------------------------------------------------------
+def gaussian_report_noisy_max(utilities, sensitivities, mu, rng):
+    """Index of the best score after Gaussian noise: ``argmax_j u_j + N(0, (Delta_j / mu)^2)``.
+
+    Each noisy score is a mu-GDP release of its score (sensitivity
+    ``Delta_j``, SPEC section 2) and the index is post-processing of them.
+    The random search releases the index of the best of K such scores,
+    each computed in its own run, and accounts for it by random stopping;
+    nothing here composes the K releases (that is the caller's accounting).
+
+    All scores and noise are first divided by ``max_j Delta_j`` (the argmax
+    is unchanged): then a tiny sensitivity at a huge mu does not make the
+    noise scale underflow to 0, which :func:`~.calibration.gdp_sigma` refuses.
+
+    Parameters
+    ----------
+    utilities : array-like of shape (n_candidates,)
+        Scores, higher is better.
+    sensitivities : float or array-like of shape (n_candidates,)
+        Sensitivity of each score, ``>= 0`` (0: a constant score, no noise).
+    mu : float
+        GDP parameter of each noisy score, in ``(0, inf]``.
+    rng : numpy.random.Generator
+        Source of randomness.
+
+    Returns
+    -------
+    index : int
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dp_glm_sklearn.privacy.selection import gaussian_report_noisy_max
+    >>> accuracy = [0.70, 0.95, 0.80]   # on 1000 validation records
+    >>> gaussian_report_noisy_max(accuracy, 1 / 1000, 1.0, np.random.default_rng(0))
+    1
+    """
+    u = _check_utilities(utilities)
+    d = _check_sensitivities(sensitivities, u.size)
+    mu = _check_real("mu", mu, low=0.0, low_open=True)
+    scale = float(d.max()) if d.max() > 0 else 1.0
+    noisy = [add_gaussian_noise(u_j / scale, gdp_sigma(d_j / scale, mu), rng)
+             for u_j, d_j in zip(u, d, strict=True)]
+    return int(np.argmax(noisy))
 
 
 # -- random stopping ---------------------------------------------------------------
@@ -532,10 +571,7 @@ def sample_stopping_count(mean, stopping, rng):
     count : int
     """
     mean, shape = _check_stopping(mean, stopping)
-    gamma = _stopping_gamma(mean, shape)
-    if shape == 1.0:
-        return int(rng.geometric(gamma))
-    return int(rng.logseries(1.0 - gamma))
+    return sample_count(_stopping_gamma(mean, shape), shape, rng)
 
 
 def random_stopping_epsilon(mu, mean, delta, stopping="logarithmic"):

@@ -15,8 +15,8 @@ from dp_glm_sklearn.privacy import (
     gdp_delta,
     gdp_epsilon,
     gdp_mu,
-    papers_sigma,
 )
+from dp_glm_sklearn.privacy.calibration import papers_sigma
 
 EPSILONS = np.logspace(np.log10(0.01), np.log10(50), 12)
 DELTAS = np.logspace(-12, -2, 6)
@@ -90,6 +90,15 @@ def test_special_values():
     assert gdp_epsilon(1e-7, 1e-6) == 0.0
     assert gaussian_sigma(1.0, math.inf, 1e-6) == 0.0
     assert gaussian_sigma(0.0, 1.0, 1e-6) == 0.0
+
+
+def test_a_noise_scale_that_underflows_is_refused():
+    # sigma = sensitivity / mu below the smallest subnormal: 0 would mean no
+    # noise at all, which no finite mu describes.
+    with pytest.raises(ValueError, match="noise scale underflows"):
+        gaussian_sigma(1e-300, 1e300, 1e-5)
+    # Subnormal but positive is still noise, and is returned.
+    assert 0.0 < gaussian_sigma(1e-300, 1e10, 1e-5) < 1e-300
 
 
 @pytest.mark.parametrize("n_compositions", [1, 4, 1000])
