@@ -41,7 +41,7 @@ from ._sklearn_compat import (
 )
 from ._warn import warn_user
 from .mechanisms import MECHANISMS, calibrate, resolve, train
-from .mechanisms.noisy_gd import default_max_iter
+from .mechanisms.noisy_gd import default_steps
 from .privacy.accountant import PrivacyAccountant, _check_release, _DefaultAccountantMixin
 from .privacy.calibration import gdp_mu
 from .privacy.events import GaussianEvent, compose
@@ -399,7 +399,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
                 y_bound=y_bound,
                 norm_bound=float(self.norm_bound),
             )
-            max_iter = (default_max_iter(n_samples, gdp_mu(epsilon, delta))
+            max_iter = (default_steps(problem, gdp_mu(epsilon, delta))
                         if self.max_iter is None else int(self.max_iter))  # True is 1
             # "auto" is resolved by a pure rule of public quantities (SPEC 4.4).
             method = resolve(self.method, problem, epsilon, delta,

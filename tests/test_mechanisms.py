@@ -49,7 +49,7 @@ from dp_glm_sklearn.mechanisms.auto import (
 from dp_glm_sklearn.mechanisms.auto import _output_perturbation_terms as op_terms
 from dp_glm_sklearn.mechanisms.noisy_gd import (
     calibrate_noisy_gd,
-    default_max_iter,
+    default_steps,
     momentum_steps,
 )
 from dp_glm_sklearn.mechanisms.noisy_gd import noisy_gd as run_noisy_gd
@@ -729,7 +729,7 @@ def test_risk_bounds_use_the_exact_quadratic_analysis_for_the_squared_loss():
     squared = PublicProblem(SquaredLoss(), 10**4, 50, 1.0, 1.0, 1.0, 2.0)
     logistic = PublicProblem(LogisticLoss(), 10**4, 50, 1.0, 1.0, 0.0, 2.0)
     mu = gdp_mu(1.0, 1e-6)
-    T = default_max_iter(10**4, mu)
+    T = default_steps(squared, mu)
     sigma = calibrate_noisy_gd(squared, 1.0, 1e-6, T).sigma
     assert momentum_steps(squared, sigma, T) == 0  # plain GD: the quadratic analysis applies
     b = risk_bounds(squared, 1.0, 1e-6)
@@ -870,7 +870,7 @@ def test_noisy_gd_bound_matches_its_calibration():
     assert noisy_gd_risk_bound(problem, mu, T) == pytest.approx(expected, rel=1e-9)
     # max_iter=None is the estimators' default number of steps.
     assert noisy_gd_risk_bound(problem, mu) == noisy_gd_risk_bound(
-        problem, mu, default_max_iter(problem.n_samples, mu))
+        problem, mu, default_steps(problem, mu))
 
 
 def test_noisy_gd_bound_reduces_to_plain_gd_without_momentum():
@@ -881,7 +881,7 @@ def test_noisy_gd_bound_reduces_to_plain_gd_without_momentum():
     for loss in (LogisticLoss(), SquaredLoss(), HuberLoss(1.0)):
         for n, d in ((1000, 20), (3000, 100), (10**4, 50)):
             pb = PublicProblem(loss, n, d, 1.0, 1.0, 1.0, 2.0)
-            T = default_max_iter(n, mu)
+            T = default_steps(pb, mu)
             K = calibrate_noisy_gd(pb, 1.0, 1e-6, T).params["momentum_steps"]
             plain = noisy_gd_risk_bound(pb, mu, T, n_momentum=0)
             if K == 0:
@@ -1190,7 +1190,7 @@ def test_noisy_gd_without_noise_converges_in_the_default_steps(kind):
     where plain projected GD (momentum_steps = 0, the previous mechanism) is
     still far from it."""
     problem, objective = _ill_conditioned(LOSSES[kind])
-    T = default_max_iter(problem.n_samples, np.inf)
+    T = default_steps(problem, np.inf)
     assert T == 100
     cal = calibrate_noisy_gd(problem, np.inf, 1e-6, T)
     assert cal.sigma == 0.0 and cal.params["momentum_steps"] == T

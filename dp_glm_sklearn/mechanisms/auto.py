@@ -76,7 +76,7 @@ from scipy.special import chdtri, gammaln
 from .._objective import PublicProblem
 from ..losses import HuberLoss, LogisticLoss, MultinomialLoss, SquaredLoss
 from ..privacy.calibration import gdp_mu
-from .noisy_gd import default_max_iter, momentum_steps
+from .noisy_gd import default_steps, momentum_steps
 
 __all__ = [
     "OPTIMIZATION_ACCURACY_RATIO",
@@ -291,7 +291,7 @@ def noisy_gd_risk_bound(problem, mu, max_iter=None, distance=None, n_momentum=No
     bound is now valid and larger by ``p sigma**2 / (2 H)``.)
 
     ``max_iter=None`` uses the number of steps the estimators use by default
-    (:func:`~dp_glm_sklearn.mechanisms.noisy_gd.default_max_iter`);
+    (:func:`~dp_glm_sklearn.mechanisms.noisy_gd.default_steps`);
     ``max_iter="optimal"`` returns ``2 r G sqrt(p) / (n mu)``, the rate
     ``G B sqrt(d log(1/delta)) / (n epsilon)`` of Theorem 1 with the T that
     balances its two terms (what fixes the JL method's k,
@@ -316,7 +316,7 @@ def noisy_gd_risk_bound(problem, mu, max_iter=None, distance=None, n_momentum=No
     n, G, H, p = problem.n_samples, problem.lipschitz, problem.smoothness, _n_params(problem)
     if isinstance(max_iter, str) and max_iter == "optimal":
         return 2.0 * r * G * math.sqrt(p) / (n * mu)
-    T = default_max_iter(n, mu) if max_iter is None else int(max_iter)
+    T = default_steps(problem, mu) if max_iter is None else int(max_iter)
     sigma2 = T * (2.0 * G / n) ** 2 / mu**2
     t0, m = _suffix_split(T)
     K = momentum_steps(problem, math.sqrt(sigma2), T) if n_momentum is None else int(n_momentum)
@@ -753,7 +753,7 @@ def risk_bounds(problem, epsilon, delta, *, max_iter=None, projection_dim=None, 
     them next to the measurements), not the rule: :func:`choose_method`.
 
     ``max_iter``, ``projection_dim`` and ``l2`` are the estimator's settings
-    (``None``: the defaults it would use: :func:`default_max_iter`,
+    (``None``: the defaults it would use: :func:`default_steps`,
     :func:`default_projection_dim`, :func:`default_l2`).
     """
     mu = gdp_mu(epsilon, delta)

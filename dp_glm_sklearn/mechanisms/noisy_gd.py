@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from ..losses import LogisticLoss, MultinomialLoss
 from ..privacy.calibration import gaussian_sigma, gdp_mu_of_noise
 from ..privacy.events import GaussianEvent
 from ..privacy.noise import add_gaussian_noise
@@ -18,32 +19,50 @@ MOMENTUM_CONSTANT = 1.5
 MIN_MOMENTUM_STEPS = 10
 
 
-def default_max_iter(n_samples, mu):
-    """Default number of steps: ``T = clip(round(n * mu / 10), 5, cap(n))``.
+def default_max_iter(n_samples, mu, compute_capped=False):
+    """Default number of steps: ``T = clip(round(n * mu / 10), 5, cap)``.
 
     ``mu`` is the GDP parameter of the target (epsilon, delta). More steps
     reduce the optimization error but each step gets noise growing like
     ``sqrt(T)``; on the benchmark (``benchmarks/tune_max_iter.py``, diabetes
     and breast_cancer at epsilon 0.3..10) the best T grew like ``n * mu / 10``.
+    The cap is 100 steps: at large ``n * mu`` the noise is small and the
+    steps are accelerated (:func:`momentum_steps`), but the fixed step
+    ``1 / H`` is set by the worst-case curvature and real data are flatter,
+    so the optimization error decides. Beyond 100 the rule no longer holds
+    (linear regression at n = 2e4..1e5, d = 100: 1000 steps were often
+    worse than 100), and ``max_iter`` buys the rest where the data are flat.
 
-    The cap is a compute budget, ``cap(n) = clip(5e6 / n, 50, 100)``: 100
+    ``compute_capped=True`` (the logistic losses, see :func:`default_steps`)
+    lowers the cap to a compute budget, ``clip(5e6 / n, 50, 100)``: 100
     steps up to n = 50,000, then about 5 million per-example gradients in
     all, and never fewer than 50 steps. Each step is a full pass over X, so
     this keeps a logistic fit at about 2-2.5x the time of scikit-learn's
     non-private lbfgs for n = 1e5..1e6 with two threads (1.6-2.5x on the
-    machines measured; ``benchmarks/speed.py``). At such n the noise is
-    small and the steps are accelerated (:func:`momentum_steps`), but the
-    fixed step ``1 / H`` is set by the worst-case curvature and real data
-    are flatter, so the optimization error still decides: on
-    ``benchmarks/rates.py`` at n = 1e5 (d = 100; 5 seeds) going from 30
-    steps (an earlier cap) to 50 cut the excess risk of logistic and Huber
-    regression 2.5-15x (logistic, signal rank 20: 0.017 to 0.0016), where 30
-    steps had been worse than 100 steps at n = 30,000. Pass ``max_iter`` to
-    trade time for a smaller optimization error (100 steps gain another
-    2-30x on flat designs).
+    machines measured; ``benchmarks/speed.py``), at a price in accuracy: on
+    ``benchmarks/rates.py`` at n = 1e5 (d = 100; 5 seeds) 100 steps have
+    2-30x less excess risk than 50 on flat designs, and a data set twice as
+    large can then give a worse model (n = 5e4 with 100 steps against 1e5
+    with 50). Pass ``max_iter=100`` for the smaller optimization error.
     """
-    cap = float(np.clip(5e6 / max(n_samples, 1), 50, 100))
+    cap = float(np.clip(5e6 / max(n_samples, 1), 50, 100)) if compute_capped else 100.0
     return int(np.clip(np.round(n_samples * min(mu, 1e6) / 10.0), 5, round(cap)))
+
+
+def default_steps(problem, mu):
+    """The default ``max_iter`` of ``problem`` at GDP parameter ``mu``.
+
+    :func:`default_max_iter`, compute-capped for the logistic and
+    multinomial losses only: the time of a logistic fit is held to a small
+    multiple of scikit-learn's lbfgs, while linear fits (one pass for the
+    Gram matrix, then cheap steps, up to 256 parameters) and Huber fits
+    (half the time of scikit-learn's ``HuberRegressor`` at 50 steps) stay
+    faster than their non-private counterparts with 100 steps.  Depends on
+    the loss, n and mu only, so the JL method's projected problem gets the
+    same T.
+    """
+    capped = isinstance(problem.loss, (LogisticLoss, MultinomialLoss))
+    return default_max_iter(problem.n_samples, mu, compute_capped=capped)
 
 
 def momentum_steps(problem, sigma, max_iter):
