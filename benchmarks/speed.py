@@ -7,9 +7,9 @@ Pairs, on synthetic data with n in {1e4, 1e5, 1e6} and d = 100 (float64):
 - ``DPHuberRegressor``    vs ``HuberRegressor()``,
 
 all with their default parameters except the DP estimators' public bounds
-(``epsilon=1``; ``max_iter`` default: ``default_max_iter`` caps the noisy GD
-steps at ``clip(5e6 / n, 50, 100)``, i.e. 100 steps at n = 1e4 and 50 at
-n = 1e5 and 1e6).
+(``epsilon=1``; ``max_iter`` default: 100 noisy GD steps, except that
+``default_max_iter`` caps the logistic fit's steps at ``clip(5e6 / n, 50,
+100)``, i.e. 100 steps at n = 1e4 and 50 at n = 1e5 and 1e6).
 
 Data: rows with an AR(1) correlation between neighbouring features
 (rho = 0.5, unit variances), ``||w*|| = 1``; logistic labels from the logistic

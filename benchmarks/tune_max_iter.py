@@ -3,7 +3,8 @@
 For each data set and epsilon, the median test metric (utility protocol of
 ``benchmarks/utility.py``: 5 splits x 5 noise seeds, delta = 1e-5) for a range
 of fixed step counts T, next to the T that the default rule
-``clip(round(n * mu / 10), 5, cap(n))`` picks. Prints a table and saves it, with a
+``clip(round(n * mu / 10), 5, 100)`` picks (for the logistic loss the cap
+is ``clip(5e6 / n, 50, 100)``, 100 at these n). Prints a table and saves it, with a
 plot, under ``benchmarks/results/``.
 
 Run: ``python benchmarks/tune_max_iter.py [--quick]``

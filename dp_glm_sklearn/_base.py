@@ -5,14 +5,18 @@
 1. validate the parameters (nothing is read from the data);
 2. check that the accountant can afford the release (needs only the public
    n and the target (epsilon, delta)), before any data value is read;
-3. validate the data and clip it to the public bounds (rows to
-   ``feature_norm``, labels to ``y_bound``);
+3. validate the data and encode the labels (regression labels clipped to
+   ``y_bound``);
 4. calibrate the mechanism (public quantities only) and charge the
    accountant, atomically; a refusal raises and trains nothing;
-5. train, then set the fitted attributes and the privacy record.
+5. train (rows are clipped to ``feature_norm`` inside the gradient kernel,
+   :class:`~dp_glm_sklearn._objective.GLMObjective`, without copying X), then
+   set the fitted attributes and the privacy record.
 
-Concrete estimators only say which loss they minimize and how labels are
-encoded (:meth:`_encode_targets`).
+Concrete estimators (``linear_model/_glm.py``) say which loss they minimize
+and how labels are checked, encoded and decoded: the regressors through one
+shared base (``_get_loss``, ``_y_interval``), the classifier by overriding
+``_check_targets``, ``_public_loss`` and ``_encode_targets``.
 """
 
 import functools

@@ -56,10 +56,13 @@ _PARAMS_BODY = """norm_bound : float > 0 or "auto", default={norm_bound}
 
     max_iter : int in [1, 1e6], default=None
         Number of noisy gradient steps T of ``"noisy_gd"`` and ``"jl"``.
-        ``None`` uses ``clip(round(n_samples * mu / 10), 5, cap(n))`` with mu
-        the Gaussian DP parameter of (epsilon, delta) and the compute cap
-        ``cap(n) = clip(5e6 / n, 50, 100)``, a rule fitted on
-        ``benchmarks/tune_max_iter.py``. Privacy holds for any T: the noise per step
+        ``None`` uses ``clip(round(n_samples * mu / 10), 5, 100)`` with mu
+        the Gaussian DP parameter of (epsilon, delta), a rule fitted on
+        ``benchmarks/tune_max_iter.py``; for the logistic loss the cap is a
+        compute budget, ``clip(5e6 / n, 50, 100)`` (50 steps from n = 1e5:
+        pass ``max_iter=100`` for a smaller optimization error, see
+        :func:`~dp_glm_sklearn.mechanisms.noisy_gd.default_max_iter`).
+        Privacy holds for any T: the noise per step
         grows like ``sqrt(T)`` to keep the same (epsilon, delta).
         ``"output_perturbation"`` ignores it, with a warning (its solver runs
         to a certified accuracy).
@@ -76,11 +79,10 @@ _PARAMS_BODY = """norm_bound : float > 0 or "auto", default={norm_bound}
           benchmark (``benchmarks/rates.py``, signal rank 5) it was within
           1.25x of the best of the three methods at 98% of the points (never
           worse than 1.52x; always ``"noisy_gd"``: 77%, up to 16x); on designs
-          whose signal spreads over 20 or 50 directions, 83% and 77% (always
-          ``"noisy_gd"``: 85% and 90%); the worst points are 2.7x (rank 20)
+          whose signal spreads over 20 or 50 directions, 85% and 81% (always
+          ``"noisy_gd"``: 88% and 94%); the worst points are 2.7x (rank 20)
           and 6.3x (rank 50) worse for the squared loss with d >= 1000, where
-          ``"noisy_gd"`` is the better choice, and 8.7x for the Huber loss
-          at rank 50, n = 1e5, d = 100, where output perturbation is.
+          ``"noisy_gd"`` is the better choice.
         - ``"noisy_gd"``: noisy projected gradient descent with averaged
           iterates (Algorithm 1); best in low dimension.
         - ``"jl"``: a random projection of the rows to ``projection_dim``

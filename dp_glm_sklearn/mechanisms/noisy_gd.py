@@ -55,9 +55,9 @@ def default_steps(problem, mu):
     :func:`default_max_iter`, compute-capped for the logistic and
     multinomial losses only: the time of a logistic fit is held to a small
     multiple of scikit-learn's lbfgs, while linear fits (one pass for the
-    Gram matrix, then cheap steps, up to 256 parameters) and Huber fits
-    (half the time of scikit-learn's ``HuberRegressor`` at 50 steps) stay
-    faster than their non-private counterparts with 100 steps.  Depends on
+    Gram matrix, then cheap steps, up to 256 parameters: 0.5-0.8x ``Ridge``
+    at n >= 1e5, d = 100) and Huber fits (0.7x ``HuberRegressor`` with two
+    threads, 0.8-1.3x with one) keep 100 steps (``benchmarks/speed.py``).  Depends on
     the loss, n and mu only, so the JL method's projected problem gets the
     same T.
     """
