@@ -44,7 +44,7 @@ from ._sklearn_compat import (
     num_samples,
 )
 from ._warn import warn_user
-from .mechanisms import MECHANISMS, calibrate, resolve, train
+from .mechanisms import MECHANISMS, calibrate, draw_public, resolve, train
 from .mechanisms.noisy_gd import default_steps
 from .privacy.accountant import PrivacyAccountant, _check_release, _DefaultAccountantMixin
 from .privacy.calibration import gdp_mu
@@ -361,6 +361,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             # Before the charge: a random_state numpy refuses (under
             # skip_parameter_validation) then fails with nothing spent.
             rng = _rng(self.random_state)
+            calibration = draw_public(method, problem, calibration, rng)
             accountant._record(calibration.events,
                                source=f"{type(self).__name__}(method={method!r})")
             with np.errstate(all="ignore"):

@@ -632,6 +632,23 @@ def test_jl_is_reproducible_from_random_state():
     assert not np.allclose(fit[0], fit[2])
 
 
+def test_jl_projection_is_drawn_before_the_charge(monkeypatch):
+    # Data-independent and sized by d alone (16 d non-zeros): one too large for
+    # memory (a hashed d of 2**22) failed after the charge, the budget spent.
+    X, y = _data(DPLinearRegression, d=200)
+    drawn = []
+
+    def out_of_memory(*args, **kwargs):
+        drawn.append(args)
+        raise MemoryError("the projection does not fit")
+
+    monkeypatch.setattr(jl_module, "draw_projection", out_of_memory)
+    acc = PrivacyAccountant(epsilon=10.0, delta=1e-5)
+    with pytest.raises(MemoryError):
+        _est(DPLinearRegression, method="jl", projection_dim=10, accountant=acc).fit(X, y)
+    assert drawn and acc.history == []
+
+
 @pytest.mark.parametrize("params,name", [
     (dict(projection_dim=0), "projection_dim"),
     (dict(projection_dim=2.5), "projection_dim"),

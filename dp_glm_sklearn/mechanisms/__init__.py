@@ -18,6 +18,7 @@ from .auto import choose_method
 # Aliases keep the package attributes ``jl``, ``noisy_gd`` and
 # ``output_perturbation`` bound to the submodules, not to their functions.
 from .jl import calibrate_jl
+from .jl import draw_public as _draw_public_jl
 from .jl import jl as _train_jl
 from .noisy_gd import calibrate_noisy_gd
 from .noisy_gd import noisy_gd as _train_noisy_gd
@@ -57,6 +58,18 @@ def calibrate(method, problem, epsilon, delta, *, max_iter, projection_dim=None,
         return Calibration(sigma=0.0, events=(GaussianEvent(mu=np.inf, label="non_private"),))
     raise ValueError(f"Unknown method {method!r}; expected one of {MECHANISMS[:-1]} "
                      "(resolve 'auto' first).")
+
+
+def draw_public(method, problem, calibration, rng):
+    """``calibration`` with the data-independent randomness of ``method`` drawn.
+
+    Called before the accountant is charged (JL's projection, whose size
+    depends on n_features only); the draws are those :func:`train` would
+    make first, so the release is the same.  Other methods draw nothing here.
+    """
+    if method == "jl":
+        return _draw_public_jl(problem, calibration, rng)
+    return calibration
 
 
 def train(method, objective, calibration, rng):

@@ -127,7 +127,23 @@ def draw_projection(projection_dim, n_features, rng, sparse):
     return sp.csr_matrix((data, indices, indptr), shape=(k, d))
 
 
-def project_rows(X, phi, feature_norm):
+def draw_public(problem, calibration, rng):
+    """The calibration with JL's projection drawn (``params["projection"]``).
+
+    The projection is data-independent, so it is drawn before the
+    accountant is charged: one too large for memory (a hashed d of 2**22
+    and more) then fails with nothing spent.  It is the first draw
+    :func:`jl` makes from ``rng``, so drawing it here changes no output.
+    """
+    k, d = calibration.params["projection_dim"], problem.n_features
+    if k == d:
+        return calibration
+    phi = draw_projection(k, d, rng, sparse=k * d > _MAX_DENSE_ENTRIES)
+    phi_t = sp.csr_matrix(phi.T) if sp.issparse(phi) else phi.T
+    return replace(calibration, params={**calibration.params, "projection": (phi, phi_t)})
+
+
+def project_rows(X, phi, feature_norm, phi_t=None):
     """``diag(s) X Phi^T`` with ``s_i = min(1, X / ||x_i||)`` (rows clipped first).
 
     Works on row blocks, so temporaries stay small.  For sparse X and a
@@ -147,7 +163,8 @@ def project_rows(X, phi, feature_norm):
     over = norms > feature_norm
     scale[over] = feature_norm / norms[over]
     # Transposed once, in the format the products want (not once per block).
-    phi_t = sp.csr_matrix(phi.T) if sp.issparse(phi) else phi.T
+    if phi_t is None:
+        phi_t = sp.csr_matrix(phi.T) if sp.issparse(phi) else phi.T
     # A block of output (and, for dense X, of X) is about 4 MB.
     block = max(1, _BLOCK_BYTES // (8 * (k if sp.issparse(X) else max(d, k))))
     if sp.issparse(X) and sp.issparse(phi) and exponents is None \
@@ -178,7 +195,8 @@ def project_rows(X, phi, feature_norm):
 def jl(objective, calibration, rng):
     """Run the JL method; return ``(theta, n_iter)`` in the original coordinates.
 
-    Draws Phi (before any data is read), projects the clipped rows, and runs
+    Draws Phi (unless :func:`draw_public` did, before the charge), projects
+    the clipped rows, and runs
     :func:`~dp_glm_sklearn.mechanisms.noisy_gd.noisy_gd` on a
     :class:`GLMObjective` of the projected public problem, whose kernel clips
     the projected rows to ``(1 + alpha) X``.  The output is
@@ -190,9 +208,11 @@ def jl(objective, calibration, rng):
     k, d = params["projection_dim"], problem.n_features
     if k == d:
         return noisy_gd(objective, calibration, rng)
-    X = objective.X
-    phi = draw_projection(k, d, rng, sparse=k * d > _MAX_DENSE_ENTRIES)
-    projected = GLMObjective(params["problem"], project_rows(X, phi, problem.feature_norm),
+    if "projection" not in params:
+        params = draw_public(problem, calibration, rng).params
+    phi, phi_t = params["projection"]
+    projected = GLMObjective(params["problem"],
+                             project_rows(objective.X, phi, problem.feature_norm, phi_t),
                              objective.y)
     theta_k, n_iter = noisy_gd(projected, calibration, rng)
     theta = np.empty(problem.theta_shape)

@@ -25,6 +25,7 @@ These are deterministic checks (no false failures): a counterexample is a bug.
 
 import importlib
 from contextlib import contextmanager
+from dataclasses import replace
 from unittest import mock
 
 import numpy as np
@@ -211,6 +212,10 @@ def _run_gradient_mechanism(method, objective, calibration, rng):
     sigma) of every noise draw, and JL's projection (None for noisy GD).
     """
     patch_noise, released = _spy_noise(noisy_gd_module)
+    # A fit's calibration carries the projection it drew before its charge;
+    # without it, JL draws one here from ``rng``, through the spy below.
+    calibration = replace(calibration, params={
+        key: value for key, value in calibration.params.items() if key != "projection"})
     seen = {}
     real_noisy_gd, real_draw = noisy_gd_module.noisy_gd, jl_module.draw_projection
 
