@@ -86,8 +86,6 @@ from dp_glm_sklearn._base import default_delta
 from dp_glm_sklearn._objective import PublicProblem
 from dp_glm_sklearn.losses import HuberLoss, LogisticLoss, SquaredLoss
 from dp_glm_sklearn.mechanisms.auto import choose_method, risk_bounds
-from dp_glm_sklearn.mechanisms.noisy_gd import default_max_iter
-from dp_glm_sklearn.privacy.calibration import gdp_mu
 
 RESULTS = pathlib.Path(__file__).parent / "results"
 METHODS = ("noisy_gd", "jl", "output_perturbation")
@@ -207,9 +205,8 @@ def rule(loss, n, d, epsilon):
     steps; the rule itself needs no step count.
     """
     problem, delta = public_problem(loss, n, d), default_delta(n)
-    max_iter = default_max_iter(n, gdp_mu(epsilon, delta))
-    return (choose_method(problem, epsilon, delta),
-            risk_bounds(problem, epsilon, delta, max_iter=max_iter))
+    # max_iter=None: the estimators' default (default_steps), per loss.
+    return choose_method(problem, epsilon, delta), risk_bounds(problem, epsilon, delta)
 
 
 def run_point(task):

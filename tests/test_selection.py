@@ -506,3 +506,15 @@ def test_gaussian_report_noisy_max_draws_one_normal_per_score():
                                      np.random.default_rng(0)) == 2
     with pytest.raises(ValueError, match="mu must be"):
         gaussian_report_noisy_max([0.0, 1.0], 1.0, 0.0, np.random.default_rng(0))
+
+
+def test_gaussian_report_noisy_max_never_raises_on_extreme_ratios():
+    # A sensitivity ratio whose noise scale would underflow (1e-310 / 1e15) is
+    # raised to the smallest safe one, not refused: the random search selects
+    # after its charge.  Floating-point errors are ignored (the scores are
+    # private): under np.seterr(all="raise") the divisions underflowed.
+    for d in ([1e-310, 1.0], [1.0, 5e-324]):
+        for u in ([0.0, 0.5], [1e-310, 0.0]):
+            with np.errstate(all="raise"):
+                index = gaussian_report_noisy_max(u, d, 1e15, np.random.default_rng(0))
+            assert index in (0, 1)

@@ -453,14 +453,16 @@ def gdp_release_budget(mu, delta):
     The release is asked for ``epsilon = gdp_epsilon(mu, delta)``, and is
     calibrated to ``mu_paid = gdp_mu(epsilon, delta)``, which the round trip's
     safe-side rounding keeps within a few ulps of mu: ``mu_paid`` is what the
-    caller must account.  ``epsilon = 0`` when mu-GDP is already ``(0,
-    delta)``-DP (no budget to give); ``(inf, inf)`` when ``mu = inf``.
+    caller must account.  ``(0, inf)`` when mu-GDP is already ``(0,
+    delta)``-DP: no budget to give (the caller refuses it; an infinite mu
+    keeps a caller that did not from recording a free release); ``(inf,
+    inf)`` when ``mu = inf``.
     """
     if mu == _INF:
         return _INF, _INF
     epsilon = gdp_epsilon(mu, delta)
     if epsilon <= 0.0:
-        return 0.0, 0.0
+        return 0.0, _INF
     return epsilon, gdp_mu(epsilon, delta)
 
 

@@ -47,6 +47,7 @@ and Steinke 2022).
 """
 
 import math
+import sys
 from functools import lru_cache
 
 import numpy as np
@@ -61,11 +62,11 @@ __all__ = [
     "bounded_range_gdp_mu",
     "exponential_mechanism",
     "exponential_mechanism_probabilities",
+    "gaussian_report_noisy_max",
     "gdp_bounded_range_epsilon",
     "gdp_pure_epsilon",
     "gem_normalized_scores",
     "gem_probabilities",
-    "gaussian_report_noisy_max",
     "generalized_exponential_mechanism",
     "pure_dp_gdp_mu",
     "random_stopping_epsilon",
@@ -484,6 +485,11 @@ def gaussian_report_noisy_max(utilities, sensitivities, mu, rng):
     All scores and noise are first divided by ``max_j Delta_j`` (the argmax
     is unchanged): then a tiny sensitivity at a huge mu does not make the
     noise scale underflow to 0, which :func:`~.calibration.gdp_sigma` refuses.
+    A positive ratio ``Delta_j / max Delta`` too small for that (below ``mu``
+    times the smallest normal float) is raised to it: more noise than
+    calibrated, which is safe, and no refusal after a search's charge.
+    Floating-point errors are ignored (the scores are private: an underflow
+    that raised under ``np.seterr(all="raise")`` would depend on them).
 
     Parameters
     ----------
@@ -512,8 +518,11 @@ def gaussian_report_noisy_max(utilities, sensitivities, mu, rng):
     d = _check_sensitivities(sensitivities, u.size)
     mu = _check_real("mu", mu, low=0.0, low_open=True)
     scale = float(d.max()) if d.max() > 0 else 1.0
-    noisy = [add_gaussian_noise(u_j / scale, gdp_sigma(d_j / scale, mu), rng)
-             for u_j, d_j in zip(u, d, strict=True)]
+    floor = mu * sys.float_info.min if mu < math.inf else 0.0
+    with np.errstate(all="ignore"):
+        ratios = np.where(d > 0, np.maximum(d / scale, floor), 0.0)
+        noisy = [add_gaussian_noise(u_j / scale, gdp_sigma(r_j, mu), rng)
+                 for u_j, r_j in zip(u, ratios, strict=True)]
     return int(np.argmax(noisy))
 
 
