@@ -508,7 +508,7 @@ def test_gaussian_report_noisy_max_draws_one_normal_per_score():
         gaussian_report_noisy_max([0.0, 1.0], 1.0, 0.0, np.random.default_rng(0))
 
 
-def test_gaussian_report_noisy_max_never_raises_on_extreme_ratios():
+def test_gaussian_report_noisy_max_never_raises_on_extreme_ratios(monkeypatch):
     # A sensitivity ratio whose noise scale would underflow (1e-310 / 1e15) is
     # raised to the smallest safe one, not refused: the random search selects
     # after its charge.  Floating-point errors are ignored (the scores are
@@ -518,3 +518,14 @@ def test_gaussian_report_noisy_max_never_raises_on_extreme_ratios():
             with np.errstate(all="raise"):
                 index = gaussian_report_noisy_max(u, d, 1e15, np.random.default_rng(0))
             assert index in (0, 1)
+    # A positive sensitivity always gets noise, also where mu * the smallest
+    # normal float underflows (mu < 2**-53).
+    sigmas, add_noise = [], sel.add_gaussian_noise
+
+    def record(value, sigma, rng):
+        sigmas.append(sigma)
+        return add_noise(value, sigma, rng)
+
+    monkeypatch.setattr(sel, "add_gaussian_noise", record)
+    gaussian_report_noisy_max([0.0, 0.0], [1e-300, 1e30], 1e-17, np.random.default_rng(0))
+    assert len(sigmas) == 2 and min(sigmas) > 0.0

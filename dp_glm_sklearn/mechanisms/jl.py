@@ -134,16 +134,17 @@ def draw_public(problem, calibration, rng):
     accountant is charged: one too large for memory (a hashed d of 2**22
     and more) then fails with nothing spent.  It is the first draw
     :func:`jl` makes from ``rng``, so drawing it here changes no output.
+    (A search's candidates draw theirs after the search's one charge: their
+    seeds come after it.)
     """
     k, d = calibration.params["projection_dim"], problem.n_features
     if k == d:
         return calibration
     phi = draw_projection(k, d, rng, sparse=k * d > _MAX_DENSE_ENTRIES)
-    phi_t = sp.csr_matrix(phi.T) if sp.issparse(phi) else phi.T
-    return replace(calibration, params={**calibration.params, "projection": (phi, phi_t)})
+    return replace(calibration, params={**calibration.params, "projection": phi})
 
 
-def project_rows(X, phi, feature_norm, phi_t=None):
+def project_rows(X, phi, feature_norm):
     """``diag(s) X Phi^T`` with ``s_i = min(1, X / ||x_i||)`` (rows clipped first).
 
     Works on row blocks, so temporaries stay small.  For sparse X and a
@@ -162,9 +163,9 @@ def project_rows(X, phi, feature_norm, phi_t=None):
     scale = np.ones(n)
     over = norms > feature_norm
     scale[over] = feature_norm / norms[over]
-    # Transposed once, in the format the products want (not once per block).
-    if phi_t is None:
-        phi_t = sp.csr_matrix(phi.T) if sp.issparse(phi) else phi.T
+    # Transposed once, in the format the products want (not once per block);
+    # a local, freed once the rows are projected.
+    phi_t = sp.csr_matrix(phi.T) if sp.issparse(phi) else phi.T
     # A block of output (and, for dense X, of X) is about 4 MB.
     block = max(1, _BLOCK_BYTES // (8 * (k if sp.issparse(X) else max(d, k))))
     if sp.issparse(X) and sp.issparse(phi) and exponents is None \
@@ -210,9 +211,9 @@ def jl(objective, calibration, rng):
         return noisy_gd(objective, calibration, rng)
     if "projection" not in params:
         params = draw_public(problem, calibration, rng).params
-    phi, phi_t = params["projection"]
+    phi = params["projection"]
     projected = GLMObjective(params["problem"],
-                             project_rows(objective.X, phi, problem.feature_norm, phi_t),
+                             project_rows(objective.X, phi, problem.feature_norm),
                              objective.y)
     theta_k, n_iter = noisy_gd(projected, calibration, rng)
     theta = np.empty(problem.theta_shape)

@@ -518,7 +518,8 @@ def gaussian_report_noisy_max(utilities, sensitivities, mu, rng):
     d = _check_sensitivities(sensitivities, u.size)
     mu = _check_real("mu", mu, low=0.0, low_open=True)
     scale = float(d.max()) if d.max() > 0 else 1.0
-    floor = mu * sys.float_info.min if mu < math.inf else 0.0
+    # (At least the smallest subnormal: mu * min underflows for mu < 2**-53.)
+    floor = max(mu * sys.float_info.min, math.ulp(0.0)) if mu < math.inf else 0.0
     with np.errstate(all="ignore"):
         ratios = np.where(d > 0, np.maximum(d / scale, floor), 0.0)
         noisy = [add_gaussian_noise(u_j / scale, gdp_sigma(r_j, mu), rng)
