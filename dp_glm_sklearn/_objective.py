@@ -463,17 +463,21 @@ class GLMObjective:
                 todo = iter(range(n_groups))
                 todo_lock = threading.Lock()
 
-                def run():  # each thread takes the next group until none is left
-                    while True:
-                        with todo_lock:
-                            i = next(todo, None)
-                        if i is None:
-                            return
-                        results[i] = work(groups[i])
+                # Each worker runs with the caller's numpy error state (e.g.
+                # "ignore" during a fit), not numpy's default: set explicitly,
+                # since numpy before 2.0 keeps it per thread, not in the
+                # context copied below (which carries it from numpy 2.0 on).
+                errstate = dict(np.geterr(), call=np.geterrcall())
 
-                # Each worker runs in a copy of this thread's context: numpy's
-                # error state (np.errstate, a context variable) is the caller's,
-                # e.g. "ignore" during a fit, not numpy's default.
+                def run():  # each thread takes the next group until none is left
+                    with np.errstate(**errstate):
+                        while True:
+                            with todo_lock:
+                                i = next(todo, None)
+                            if i is None:
+                                return
+                            results[i] = work(groups[i])
+
                 futures = [_executor().submit(contextvars.copy_context().run, run)
                            for _ in range(n_threads - 1)]
                 run()
