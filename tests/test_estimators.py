@@ -790,7 +790,9 @@ def test_unseeded_searches_draw_fresh_noise():
 def _seed_words(generator):
     """The entropy words a generator was seeded with."""
     bit_generator = getattr(generator, "bit_generator", None) or generator._bit_generator
-    return np.atleast_1d(np.asarray(bit_generator.seed_seq.entropy, dtype=object))
+    # (numpy before 1.25 names it _seed_seq.)
+    seed_seq = getattr(bit_generator, "seed_seq", None) or bit_generator._seed_seq
+    return np.atleast_1d(np.asarray(seed_seq.entropy, dtype=object))
 
 
 def test_a_randomstate_seeds_the_noise_with_128_bits():
