@@ -1,7 +1,12 @@
-"""Privacy calibration, events and accounting.
+"""Privacy calibration, selection, events and accounting: every privacy
+number of the library comes from this package.
 
 - :mod:`~dp_glm_sklearn.privacy.calibration`: exact Gaussian calibration
-  (SPEC section 2), the only source of the library's privacy numbers;
+  (SPEC section 2), and dividing and composing Gaussian-DP budgets;
+- :mod:`~dp_glm_sklearn.privacy.selection`: private selection (exponential
+  mechanism, GEM, Gaussian report-noisy-max) and random stopping;
+- :mod:`~dp_glm_sklearn.privacy.noise`: the one place where the randomness
+  that protects privacy is drawn;
 - :mod:`~dp_glm_sklearn.privacy.events`: what a release costs, and the
   composition of a ledger of releases;
 - :mod:`~dp_glm_sklearn.privacy.accountant`: a budget shared by the releases
