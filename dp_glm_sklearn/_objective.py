@@ -528,7 +528,7 @@ class GLMObjective:
         for _, part in parts[1:]:
             grad += part
         grad /= self.problem.n_samples
-        return sum(total for total, _ in parts) / self.problem.n_samples, grad
+        return _ordered_sum(total for total, _ in parts) / self.problem.n_samples, grad
 
     def _gram(self):
         """``(A^T A, A^T y)``, A the clipped rows with their constant feature (cached)."""
@@ -591,7 +591,21 @@ class GLMObjective:
                                                  self.y[rows]).sum()
             return total
 
-        return sum(self._map_blocks(work)) / self.problem.n_samples
+        return _ordered_sum(self._map_blocks(work)) / self.problem.n_samples
+
+
+def _ordered_sum(values):
+    """``((0 + v1) + v2) + ...`` in float64, in order.
+
+    Not the built-in ``sum``: from Python 3.12 it compensates the rounding of
+    exact floats but not of numpy floats, so the fused pass (Python floats)
+    and ``value`` (numpy floats) would differ in the last bit, and a fit's
+    numbers would depend on the Python version.
+    """
+    total = 0.0
+    for value in values:
+        total += float(value)
+    return total
 
 
 # -- threads --------------------------------------------------------------------

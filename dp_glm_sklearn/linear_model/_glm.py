@@ -8,6 +8,7 @@ from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 
 from .._base import _BaseDPGLM
+from .._doc import format_doc
 from .._sklearn_compat import Interval, InvalidParameterError
 from .._warn import silenced, warn_user
 from ..losses import HuberLoss, LogisticLoss, MultinomialLoss, SquaredLoss
@@ -164,7 +165,7 @@ def _params(**body):
 
 def _fill(**blocks):
     def decorate(cls):
-        cls.__doc__ = cls.__doc__.format(**blocks)
+        cls.__doc__ = format_doc(cls.__doc__, **blocks)
         return cls
 
     return decorate

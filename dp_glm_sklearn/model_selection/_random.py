@@ -17,6 +17,7 @@ from scipy.stats import rv_discrete
 from sklearn.model_selection import ParameterGrid
 
 from .._base import _clones_draw_nothing, _fit_n_samples, _rng, target_privacy
+from .._doc import format_doc
 from .._sklearn_compat import Interval, StrOptions, fit_context, safe_indexing
 from ..privacy.events import GaussianEvent, RandomStoppingEvent
 from ..privacy.selection import (
@@ -427,7 +428,8 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         return self
 
 
-DPRandomizedSearchCV.__doc__ = DPRandomizedSearchCV.__doc__.format(
+DPRandomizedSearchCV.__doc__ = format_doc(
+    DPRandomizedSearchCV.__doc__,
     budget=_PARAMS_BUDGET.format(),
     split=_PARAMS_SPLIT.format(validation_fraction=_VALIDATION_FRACTION),
     run=_PARAMS_RUN.format())

@@ -89,6 +89,7 @@ from .._base import (
     _rng,
     target_privacy,
 )
+from .._doc import format_doc
 from .._sklearn_compat import (
     HasMethods,
     Interval,
@@ -1002,7 +1003,8 @@ class DPGridSearchCV(_BaseDPSearch):
         return index
 
 
-DPGridSearchCV.__doc__ = DPGridSearchCV.__doc__.format(
+DPGridSearchCV.__doc__ = format_doc(
+    DPGridSearchCV.__doc__,
     budget=_PARAMS_BUDGET.format(),
     split=_PARAMS_SPLIT.format(validation_fraction=_VALIDATION_FRACTION),
     run=_PARAMS_RUN.format(),
