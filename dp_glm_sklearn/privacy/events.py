@@ -430,7 +430,7 @@ def _compose_summary(mu, others, runs, delta):
     if not others:
         return gdp_epsilon(mu, delta)
     basic = _basic_composition(mu, others, delta)
-    scale = sum(eps for eps, _ in others) + gdp_epsilon(mu, delta)
+    scale = math.fsum(eps for eps, _ in others) + gdp_epsilon(mu, delta)
     if scale == math.inf:  # delta = 0 with Gaussian events: basic is inf
         return basic
     interval = max(_PLD_DISCRETIZATION, _PLD_RELATIVE_DISCRETIZATION * scale)
@@ -520,7 +520,7 @@ def _split_ledgers(others, runs, delta):
 
 def _rdp_bound(mu, others, runs, delta):
     """Bound 1 of ``compose``: one RDP composition of the whole ledger."""
-    delta_rdp = delta - sum(d for _, d in others)
+    delta_rdp = delta - math.fsum(d for _, d in others)
     if delta_rdp <= 0.0:
         return math.inf
     return _rdp_epsilon(mu, runs, tuple(eps for eps, _ in others), delta_rdp)
@@ -581,8 +581,8 @@ def _basic_composition(mu, others, delta):
     and the Gaussian part (GDP total ``mu``) is charged at what remains of
     ``delta``.
     """
-    eps_sum = sum(eps for eps, _ in others)
-    delta_sum = sum(d for _, d in others)
+    eps_sum = math.fsum(eps for eps, _ in others)
+    delta_sum = math.fsum(d for _, d in others)
     if mu == 0.0:
         return eps_sum if delta_sum <= delta else math.inf
     remaining = delta - delta_sum
