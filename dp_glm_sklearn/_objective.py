@@ -12,7 +12,6 @@ is fitted (last row: the coefficient of the constant public feature ``c``)
 and ``(d, K)`` otherwise.
 """
 
-import contextvars
 import math
 import os
 import threading
@@ -465,8 +464,8 @@ class GLMObjective:
 
                 # Each worker runs with the caller's numpy error state (e.g.
                 # "ignore" during a fit), not numpy's default: set explicitly,
-                # since numpy before 2.0 keeps it per thread, not in the
-                # context copied below (which carries it from numpy 2.0 on).
+                # since a worker thread does not inherit it (numpy before 2.0
+                # keeps it per thread, numpy 2 in a context variable).
                 errstate = dict(np.geterr(), call=np.geterrcall())
 
                 def run():  # each thread takes the next group until none is left
@@ -478,8 +477,7 @@ class GLMObjective:
                                 return
                             results[i] = work(groups[i])
 
-                futures = [_executor().submit(contextvars.copy_context().run, run)
-                           for _ in range(n_threads - 1)]
+                futures = [_executor().submit(run) for _ in range(n_threads - 1)]
                 run()
                 for f in futures:
                     f.result()
