@@ -18,7 +18,9 @@ Checked for each loss (squared, logistic, multinomial, Huber):
   also outside the ball where the declared constants need not hold;
 - Noisy GD releases only that statistic: every noise draw perturbs
   ``grad L(theta_t; S)`` with the calibrated sigma, and the neighbor's
-  gradient at the same ``theta_t`` is within the sensitivity.
+  gradient at the same ``theta_t`` is within the sensitivity; also at the
+  default number of steps, whose first steps query extrapolated (momentum)
+  points.
 
 These are deterministic checks (no false failures): a counterexample is a bug.
 """
@@ -248,7 +250,14 @@ def test_gradient_mechanisms_release_only_bounded_statistics(kind, method, data,
     rows must be clipped to ``(1 + alpha) X``.
     """
     est, S, S_prime = data.draw(_cases(kind, method))
-    obj, obj2, cal, _ = _objectives(est, S, S_prime)
+    target(_check_gradient_releases(method, *_objectives(est, S, S_prime)[:3], seed),
+           label=f"{method}: released change / sensitivity")
+
+
+def _check_gradient_releases(method, obj, obj2, cal, seed):
+    """Run noisy GD or JL on ``obj``: every noise draw has the calibrated sigma and
+    perturbs the gradient at a point of the ball, which ``obj2`` moves by at most
+    the sensitivity.  Returns the largest change / sensitivity."""
     recording, released, phi = _run_gradient_mechanism(method, obj, cal,
                                                        np.random.default_rng(seed))
     p = recording.problem
@@ -280,7 +289,48 @@ def test_gradient_mechanisms_release_only_bounded_statistics(kind, method, data,
         change = np.linalg.norm(neighbor.gradient(theta, clip=False)
                                 - recording._objective.gradient(theta, clip=False))
         assert change <= sensitivity * (1 + RTOL)
-    target(worst, label=f"{method}: released change / sensitivity")
+    return worst
+
+
+def _default_step_case(kind, method):
+    """A fit at the default number of steps whose first steps use momentum
+    (n = 2000, epsilon = 8), and a neighbor with a record far beyond the bounds.
+    The labels follow a model of norm 5 outside the ball of radius 0.5, so the
+    iterates reach its boundary and the extrapolation would leave it."""
+    rng = np.random.default_rng(0)
+    n, d = 2000, 5
+    X = rng.standard_normal((n, d))
+    score = X @ np.full(d, 5.0 / np.sqrt(d))
+    common = dict(epsilon=8.0, delta=1e-6, feature_norm=3.0, norm_bound=0.5, method=method,
+                  accountant=PrivacyAccountant(epsilon=np.inf))
+    if method == "jl":
+        common["projection_dim"] = 3
+    if kind in ("squared", "huber"):
+        est = (DPLinearRegression if kind == "squared" else DPHuberRegressor)(
+            y_bound=2.0, **common)
+        y = np.clip(score, -2.0, 2.0)
+    else:
+        classes = [0, 1] if kind == "logistic" else list(range(N_CLASSES))
+        est = DPLogisticRegression(classes=classes, **common)
+        y = np.digitize(score, np.quantile(score, np.linspace(0, 1, len(classes) + 1)[1:-1]))
+    X2, y2 = X.copy(), y.copy()
+    X2[0] = 50.0
+    y2[0] = -100.0 if kind in ("squared", "huber") else (y[0] + 1) % len(classes)
+    return est, (X, y), (X2, y2)
+
+
+@pytest.mark.parametrize("method", ["noisy_gd", "jl"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_momentum_steps_release_only_bounded_statistics(kind, method):
+    """The same on the estimators' default path: momentum steps, then plain ones.
+
+    The hypothesis test above runs 3 steps on at most 6 records, where the
+    momentum schedule is always empty; here the extrapolated query points are
+    in the ball and their noise has the calibrated sigma too.
+    """
+    obj, obj2, cal, _ = _objectives(*_default_step_case(kind, method))
+    assert 0 < cal.params["momentum_steps"] <= cal.params["max_iter"] == 100
+    assert _check_gradient_releases(method, obj, obj2, cal, seed=0) > 0
 
 
 @pytest.mark.parametrize("kind", KINDS)
