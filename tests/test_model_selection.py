@@ -387,9 +387,11 @@ def test_noiseless_search_picks_the_best_candidate(clf_data):
 
 def test_search_selects_well_at_moderate_epsilon():
     # A good candidate against hopeless ones (a norm bound far too small): on
-    # 2000 validation records its absolute error is about 0.13 lower, 19 in
-    # the selection's logits (epsilon_sel / (2 * 4 / 2000) = 144 per unit),
-    # so each seed picks a hopeless one with probability about 1e-8.
+    # 2000 validation records its absolute error is about 0.21 lower (seeds 0
+    # and 1: 0.224, 0.211), about 60 in the selection's logits (the selection's
+    # share epsilon_sel = 1.154 of epsilon = 3, sensitivity 4 / 2000:
+    # 1.154 / (2 * 0.002) = 289 per unit), so each seed picks a hopeless one
+    # with probability below 2 exp(-60), about 2e-26.
     rng = np.random.default_rng(1)
     X = rng.normal(size=(4000, 3)) / 2
     y = X @ [0.5, -0.5, 0.25] + 0.1 * rng.normal(size=4000)
@@ -647,6 +649,9 @@ def test_randomized_search_chooses_on_the_noisy_scores(reg_data, monkeypatch):
             continue  # no real choice at this seed (one candidate, or equal ones)
         assert run(worst, seed).best_params_ == drawn[worst]
         checked += 1
+    # 9 of these 20 seeds offer a real choice; over seeds 0-99, 65 did, so 20
+    # seeds would give fewer than 5 with probability about 5e-5 (binomial,
+    # p = 0.65; 1.5e-3 at the lower end of p's 95% interval, 0.55).
     assert checked >= 5
 
 

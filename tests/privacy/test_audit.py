@@ -40,7 +40,10 @@ sums at the fixed test, from the exact selection probabilities:
   is not loose either) fails with probability below 1e-12.
 - ``test_audit_detects_less_noise``: with 25% less noise the true parameter
   is ``claimed / 0.75``; ``lower bound > claimed`` fails with probability
-  about 3e-5 (each Gaussian case), 6e-6 (exponential mechanism) and 2.4e-6
+  at most about 3e-5 (each Gaussian case: a Monte Carlo average over the
+  threshold's draws, dominated by rare ones: 2.5e-5 with 200 draws, as
+  ``benchmarks/audit.py`` prints, 3e-6 to 8e-6 with 2000-5000), 6e-6
+  (exponential mechanism) and 2.4e-6
   (GEM), below 1e-12 for the exponential mechanism's GDP claim (whose
   ``lower bound <= claimed`` fails with probability 1.5e-6).
 
@@ -191,7 +194,11 @@ def test_gem_never_exceeds_the_worst_case_on_k_candidates(k):
             np.testing.assert_array_equal(finite, np.isfinite(lq))
             worst = max(worst, float(np.max(np.abs(lp[finite] - lq[finite]))))
         assert worst <= bound * (1 + 1e-9)
-        assert worst > epsilon / 2  # beyond the two-candidate bound
+        # The search reaches beyond the two-candidate bound (a check that it
+        # explores, not of privacy).  Its false-failure probability is not
+        # computed: over 40 other seeds per (k, epsilon) the smallest
+        # worst / epsilon was 0.536 (k = 3, epsilon = 8), none below 0.5.
+        assert worst > epsilon / 2
 
 
 def test_canary_reaches_the_sensitivity_bound():
