@@ -37,9 +37,14 @@ from .losses import SquaredLoss
 # of rows, not of stored values: the blocks (hence the order in which partial
 # sums are added, and the threading below) must depend on the public shape
 # (n, d) only, never on the data's sparsity pattern.  A block is a slice of X,
-# so its memory is at most that of X.
+# so its memory is at most that of X.  Its scores are (rows, K): with many
+# classes a block has fewer rows, so that its scores take at most
+# _SCORE_BLOCK_BYTES (an n x K score matrix of a million declared classes ran
+# out of memory after the charge); the scores need not stay in cache, and
+# smaller blocks made a fit with K = 20,000 classes twice as slow.
 _BLOCK_BYTES = 2**21
 _SPARSE_BLOCK_ROWS = 2**13
+_SCORE_BLOCK_BYTES = 2**25
 # A pass over a dense X of at least _PARALLEL_BYTES (a sparse X of at least
 # _SPARSE_PARALLEL_ROWS rows) is cut into _N_GROUPS groups of
 # blocks shared between threads (as many as BLAS has), BLAS itself limited to
@@ -323,11 +328,12 @@ class GLMObjective:
         self.aug_norms = np.sqrt((self.row_scale * norms) ** 2 + c**2)
         n, d = X.shape
         # Blocks and threading from the public shape only (see _SPARSE_BLOCK_ROWS).
+        score_rows = _SCORE_BLOCK_BYTES // (8 * problem.n_outputs)
         if sp.issparse(X):
-            self.block_size = _SPARSE_BLOCK_ROWS
+            self.block_size = max(1, min(_SPARSE_BLOCK_ROWS, score_rows))
             self._parallel = n >= _SPARSE_PARALLEL_ROWS
         else:
-            self.block_size = max(1, _BLOCK_BYTES // (8 * max(d, 1)))
+            self.block_size = max(1, min(_BLOCK_BYTES // (8 * max(d, 1)), score_rows))
             self._parallel = X.nbytes >= _PARALLEL_BYTES
         self._lipschitz = problem.lipschitz  # constants: read once, not per block
         self._max_aug_norm = float(self.aug_norms.max()) if n else 0.0

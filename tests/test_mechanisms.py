@@ -608,6 +608,29 @@ def test_sparse_input_is_never_densified(method):
     assert peak < 160 * 2**20, peak / 2**20
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_many_declared_classes_keep_the_scores_in_blocks(sparse):
+    """Scores are computed block by block in bounded memory, also with many classes.
+
+    4000 rows and 5000 declared classes: one n x K score matrix is 160 MB,
+    which the gradient pass allocated (twice) after the charge; with blocks
+    of at most 32 MB of scores the fit's peak is about 65 MB.
+    """
+    n, K = 4000, 5000
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((n, 2))
+    X = sp.csr_matrix(X) if sparse else X
+    y = rng.integers(0, 3, n)
+    tracemalloc.start()
+    try:
+        DPLogisticRegression(classes=np.arange(K), feature_norm=3.0, max_iter=2,
+                             method="noisy_gd", random_state=0).fit(X, y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < n * K * 8 / 2, peak / 2**20
+
+
 @pytest.mark.parametrize("Est", [DPLinearRegression, DPLogisticRegression])
 def test_jl_without_dimension_reduction_is_noisy_gd(Est):
     """k >= d projects nothing: the same model as noisy GD, not a square Gaussian map."""
