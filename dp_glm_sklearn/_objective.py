@@ -304,6 +304,33 @@ def _row_norms_float64(X, block_rows=2**14):
     return out
 
 
+def block_rows(problem, sparse):
+    """Rows per block of the gradient kernel, from the public shape and storage."""
+    score_rows = _SCORE_BLOCK_BYTES // (8 * problem.n_outputs)
+    if sparse:
+        return max(1, min(_SPARSE_BLOCK_ROWS, score_rows))
+    return max(1, min(_BLOCK_BYTES // (8 * max(problem.n_features, 1)), score_rows))
+
+
+def sequential_terms(problem):
+    """A public bound on the terms any floating-point sum of a pass adds in sequence.
+
+    A score adds ``d + 1`` products; a gradient (or Gram) coordinate adds a
+    block's rows inside BLAS, then each group adds its blocks in order and
+    the groups are added in order (:meth:`GLMObjective._map_blocks`); the
+    Gram path then adds ``d + 1`` products per coordinate.  With the unit
+    roundoff u, a sum of m terms computed in any order is within
+    ``(m - 1) u / (1 - (m - 1) u)`` times the sum of the terms' absolute
+    values of the exact one (Higham, *Accuracy and Stability of Numerical
+    Algorithms*, 2002, section 4.2): the bound the output perturbation's
+    certificate uses.  The maximum over dense and sparse storage.
+    """
+    n = problem.n_samples
+    chain = max(rows + -(-n // rows) for rows in (block_rows(problem, False),
+                                                   block_rows(problem, True)))
+    return chain + _N_GROUPS + 2 * (problem.n_features + 1)
+
+
 class GLMObjective:
     """Empirical risk ``(1/n) sum_i phi(<theta, x_i>, y_i)`` on clipped rows.
 
@@ -328,12 +355,10 @@ class GLMObjective:
         self.aug_norms = np.sqrt((self.row_scale * norms) ** 2 + c**2)
         n, d = X.shape
         # Blocks and threading from the public shape only (see _SPARSE_BLOCK_ROWS).
-        score_rows = _SCORE_BLOCK_BYTES // (8 * problem.n_outputs)
+        self.block_size = block_rows(problem, sp.issparse(X))
         if sp.issparse(X):
-            self.block_size = max(1, min(_SPARSE_BLOCK_ROWS, score_rows))
             self._parallel = n >= _SPARSE_PARALLEL_ROWS
         else:
-            self.block_size = max(1, min(_BLOCK_BYTES // (8 * max(d, 1)), score_rows))
             self._parallel = X.nbytes >= _PARALLEL_BYTES
         self._lipschitz = problem.lipschitz  # constants: read once, not per block
         self._max_aug_norm = float(self.aug_norms.max()) if n else 0.0

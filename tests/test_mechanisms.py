@@ -241,6 +241,37 @@ def test_output_perturbation_sensitivity_includes_solver_inexactness(kind, data)
     assert ratio <= 1 + 1e-9
 
 
+@pytest.mark.parametrize("n", [10**4, 10**7, 10**8])
+@pytest.mark.parametrize("d", [1, 10, 1000])
+@pytest.mark.parametrize("loss", [SquaredLoss(), LogisticLoss(), MultinomialLoss(3),
+                                  HuberLoss(1.0), HuberLoss(1e-6), HuberLoss(1e-9)],
+                         ids=repr)
+def test_output_perturbation_accuracy_is_within_float_resolution(loss, d, n):
+    """The certificate's floating-point error A stays below lambda e / 8.
+
+    The accuracy e is 1e-3 of the main term unless the floats cannot
+    certify that (module docstring, *Rounding*): a Huber threshold of 1e-9
+    needs a certificate finer than float64 resolves at the radius (a step
+    that rounded back to the point certified it; e was 1800 times too
+    small here at n = 1e5), as does a chain of 1e8 sequential additions.
+    """
+    problem = _problem(loss, n=n, d=d, feature_norm=3.0, norm_bound=10.0, y_bound=5.0)
+    lam = op_module.default_l2(problem, gdp_mu(1.0, 1e-6))
+    main = 2 * problem.lipschitz / (lam * n)
+    floor = 8 * op_module.rounding_allowance(problem, lam) / lam
+    if floor > op_module.MAX_ACCURACY_RATIO * main:  # refused, before any data
+        with pytest.raises(ValueError, match="cannot certify its solver's accuracy"):
+            calibrate("output_perturbation", problem, 1.0, 1e-6, max_iter=1)
+        return
+    cal = calibrate("output_perturbation", problem, 1.0, 1e-6, max_iter=1)
+    e = cal.params["accuracy"]
+    assert cal.params["l2"] == lam
+    assert op_module.rounding_allowance(problem, lam) <= lam * e / 8 * (1 + 1e-12)
+    assert e >= 1e-3 * main and cal.params["sensitivity"] == pytest.approx(main + 2 * e)
+    if op_module.rounding_allowance(problem, lam) <= lam * 1e-3 * main / 8:
+        assert e == 1e-3 * main  # the nominal accuracy where the floats allow it
+
+
 def test_certified_minimizer_recovers_from_a_bad_solver(monkeypatch):
     """If the fast solver returns garbage, the certificate fails and projected
     gradient steps (at most the a-priori count) bring the point within e / 2."""
@@ -281,9 +312,10 @@ def test_certified_minimizer_restarts_a_solver_breakdown_from_the_centre(monkeyp
      "too large or too small"),
     (lambda: DPLinearRegression(method="output_perturbation", norm_bound=1e-200),
      "too large or too small"),
-    # Certificates below the floats' resolution: the a-priori loop never ended.
+    # Certificates below the floats' resolution: the a-priori loop never ended
+    # (now refused for the resolution itself; see the next test).
     (lambda: DPHuberRegressor(method="output_perturbation", threshold=1e-30),
-     "gradient steps"),
+     "cannot certify its solver's accuracy in float64"),
     # An infinite default regularization released NaN.
     (lambda: DPLogisticRegression(method="output_perturbation", feature_norm=1e100,
                                   norm_bound=1e-100, classes=[0, 1]), "is inf at these"),
@@ -305,9 +337,11 @@ def test_certified_minimizer_restarts_a_solver_breakdown_from_the_centre(monkeyp
     # A normal sensitivity whose noise scale underflowed to 0 at a huge epsilon:
     # output perturbation released the minimizer as GaussianEvent(mu=0), and
     # noisy GD (and JL, auto) recorded mu=inf.
+    # (Output perturbation is now refused earlier there: its certificate cannot
+    # reach a main term of 1e-302 at the ball's radius in float64 either.)
     (lambda: DPLogisticRegression(method="output_perturbation", feature_norm=1e-100,
                                   l2_regularization=1e200, classes=[0, 1], epsilon=1e100),
-     "noise scale underflows"),
+     "noise scale underflows|cannot certify its solver's accuracy in float64"),
     *[(lambda method=method: DPLinearRegression(method=method, feature_norm=1e-100,
                                                 norm_bound=1e-100, y_bound=1e-100,
                                                 epsilon=1e300),

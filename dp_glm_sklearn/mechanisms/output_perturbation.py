@@ -31,16 +31,26 @@ and any x in C) and the projection inequality
 ``F(x) >= F(w+) + <g(w), x - w> + ||g(w)||**2 / (2L) + (lambda/2) ||x - w||**2``;
 at ``x = w~`` the left side is at most ``F(w+)``, so
 ``(lambda/2) ||w - w~||**2 <= <g(w), w - w~> <= ||g(w)|| ||w - w~||``.
-:func:`certified_minimizer` returns a point of C where
-``(2 / lambda) ||g|| <= e / 2`` (the factor 2 absorbs rounding), or, if the
-certificate is not met, the result of enough projected gradient steps from a
-point of C: one step with step size ``1 / L`` contracts the distance to ``w~``
-by ``1 - lambda / L`` (the map ``w -> w - grad F(w) / L`` of a
-lambda-strongly convex L-smooth F is ``(1 - lambda/L)``-Lipschitz and the
-projection is 1-Lipschitz; ``w~`` is its fixed point), so
-``ceil(log(4 B / e) / -log(1 - lambda / L))`` steps from distance ``<= 2B``
-guarantee ``e / 2`` a priori.  Either way ``||w_a - w~|| <= e`` on *every*
-data set, hence on both neighbors, and
+:func:`certified_minimizer` returns a point of C where the computed
+``(2 / lambda) ||g|| <= e / 2``, or, if the certificate is not met, the
+result of enough projected gradient steps from a point of C: one step with
+step size ``1 / L`` contracts the distance to ``w~`` by ``1 - lambda / L``
+(the map ``w -> w - grad F(w) / L`` of a lambda-strongly convex L-smooth F
+is ``(1 - lambda/L)``-Lipschitz and the projection is 1-Lipschitz; ``w~`` is
+its fixed point), so ``ceil(log(4 B / e) / -log(1 - lambda / L))`` steps
+from distance ``<= 2B`` guarantee ``e / 2`` a priori in exact arithmetic.
+
+*Rounding.* Computed in floats, the gradient mapping is within a public
+``A`` (:func:`rounding_allowance`) of the exact one, and e is at least
+``8 A / lambda``, i.e. ``A <= lambda e / 8`` (e is ``r`` times the main
+term, raised where the floats need it).  A certificate met in floats then
+gives ``||w_a - w~|| <= (2 / lambda) (lambda e / 4 + A) <= 3 e / 4``; the
+steps' rounding, contracted like the distance, adds at most ``A / lambda
+<= e / 8`` to the a-priori ``e / 2``.  (Without the floor a step that
+rounds back to w certified any point within rounding of ``w~``: a Huber
+threshold of 1e-9 on 1e5 rows needs a certificate 160 times finer than
+float64 resolves at the ball's radius.)  Either way ``||w_a - w~|| <= e``
+on *every* data set, hence on both neighbors, and
 
     ||w_a(S) - w_a(S')|| <= 2 G / (lambda n) + 2 e = Delta,
 
@@ -63,6 +73,8 @@ import sys
 
 import numpy as np
 
+from .._objective import sequential_terms
+from ..losses import SquaredLoss
 from ..privacy.calibration import gaussian_sigma, gdp_mu, gdp_mu_of_noise
 from ..privacy.events import GaussianEvent
 from ..privacy.noise import add_gaussian_noise
@@ -112,9 +124,8 @@ def calibrate_output_perturbation(problem, epsilon, delta, l2=None):
             "rescale the data so that the bounds are moderate.")
     if lam > 0:
         main = 2.0 * problem.lipschitz / (lam * problem.n_samples)
-        accuracy = OPTIMIZATION_ACCURACY_RATIO * main
-        sensitivity = main + 2.0 * accuracy
-        if not accuracy >= sys.float_info.min:
+        nominal = OPTIMIZATION_ACCURACY_RATIO * main
+        if not nominal >= sys.float_info.min:
             # Underflow (l2_regularization=1e300 with feature_norm=1e-100): a
             # sensitivity of 0 would release the minimizer without noise as
             # if it revealed nothing, which its last bits need not; a
@@ -124,6 +135,19 @@ def calibrate_output_perturbation(problem, epsilon, delta, l2=None):
                 "bounds has a sensitivity near or below the smallest normal float (far apart "
                 "scales); pass a smaller l2_regularization, or rescale the data so that the "
                 "bounds are moderate.")
+        # Within 1e-3 of the main term, unless the floats cannot certify that
+        # (module docstring, *Rounding*): n ~ 1e7 rows, or a tiny Huber threshold.
+        floor = 8.0 * rounding_allowance(problem, lam) / lam
+        if not floor <= MAX_ACCURACY_RATIO * main:
+            raise ValueError(
+                f"method='output_perturbation' cannot certify its solver's accuracy in "
+                f"float64 at these bounds: rounding alone would take {floor / main:.3g} times "
+                f"the sensitivity's main term (more than {MAX_ACCURACY_RATIO}; far apart "
+                "scales, such as a Huber threshold far below the residuals). Use "
+                "method='noisy_gd', or a larger threshold, or rescale the data so that the "
+                "bounds are moderate.")
+        accuracy = max(nominal, floor)
+        sensitivity = main + 2.0 * accuracy
     else:
         accuracy, sensitivity = 0.0, math.inf
     if mu == math.inf:
@@ -152,6 +176,43 @@ def calibrate_output_perturbation(problem, epsilon, delta, l2=None):
     return Calibration(sigma=float(sigma),
                        events=(GaussianEvent(mu=float(event_mu), label="output_perturbation"),),
                        params=params)
+
+
+#: The largest accuracy e, as a fraction of the sensitivity's main term
+#: ``2 G / (lambda n)``, that the floats may force (the sensitivity is then at
+#: most 1.1 times the main term; module docstring, *Rounding*); beyond it the
+#: method is refused before the charge.
+MAX_ACCURACY_RATIO = 0.05
+
+
+def rounding_allowance(problem, l2):
+    """A public bound on the floating-point error of the certificate's gradient mapping.
+
+    ``||g_computed - g(w)||`` for any w in the ball, where g is the gradient
+    mapping of the exact objective (module docstring, *Rounding*); u is the
+    unit roundoff ``2**-53``, m the longest chain of sequential additions of
+    a pass (:func:`~dp_glm_sklearn._objective.sequential_terms`), each bound
+    doubled (for ``gamma_m = m u / (1 - m u)`` and the few operations
+    around the sums):
+
+    - the gradient sums per-example gradients whose norms average at most
+      G: ``2 (m + 8) u G``;
+    - a score's rounding, at most ``(d + 1) u X_aug B``, moves a per-example
+      gradient by at most ``h X_aug`` times it: ``2 (d + 8) u H B``; with the
+      squared loss's Gram matrix the products ``A^T A theta`` are summed in
+      the long chain instead: ``2 (m + 8) u H B``;
+    - the regularizer's gradient, ``2 u lambda B``;
+    - the step ``L fl(Proj(w - g / L))``, the projection (a norm, a scaling)
+      and the certificate's own norm: ``2 (p + 8) u (L B + G + lambda B)``.
+    """
+    u = 2.0**-53
+    B, G, H = problem.norm_bound, problem.lipschitz, problem.smoothness
+    p = int(np.prod(problem.theta_shape))
+    m = sequential_terms(problem)
+    score_chain = m if isinstance(problem.loss, SquaredLoss) else problem.n_features
+    gradient = 2.0 * u * ((m + 8) * G + (score_chain + 8) * H * B + l2 * B)
+    step = 2.0 * (p + 8) * u * ((H + l2) * B + G + l2 * B)
+    return gradient + step
 
 
 def guaranteed_steps(problem, l2, accuracy):
