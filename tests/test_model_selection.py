@@ -2180,3 +2180,33 @@ def test_a_drawable_max_iter_beyond_its_range_is_refused_before_any_charge(
 def test_search_without_y_says_so(reg_data, wrapper):
     with pytest.raises(ValueError, match="requires y to be passed"):
         _WRAPPERS[wrapper](_reg(), None).fit(reg_data[0], None)
+
+
+# -- from the session-19 red-team review ----------------------------------------------
+@pytest.mark.parametrize("wrapper", ["grid", "random", "boosting"])
+@pytest.mark.parametrize("params, overflow", [
+    # Delta(B) is inf: every fit failed after the charge ("utilities must be finite").
+    (dict(feature_norm=1e99, norm_bound=1e100), "bound"),
+    # Delta(B) finite (about 7.6e307), but the sum of the n_val clipped losses
+    # overflowed or not depending on the validation rows (an unsilenced
+    # RuntimeWarning, then a failure after the charge, or none).
+    (dict(feature_norm=1e77, norm_bound=1.1e77), "sum"),
+], ids=["loss inf", "loss sum"])
+def test_a_score_bound_that_overflows_is_refused_before_the_charge(
+        reg_data, wrapper, params, overflow):
+    # (A classifier's Delta(B) is about norm_bound * feature_norm, both at most
+    # 1e100: it cannot overflow.)
+    est = _reg().set_params(**params)
+    X, y = reg_data
+    acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
+    kw = dict(epsilon=1.0, delta=DELTA, scoring="loss", random_state=0, accountant=acc)
+    search = {"grid": lambda: DPGridSearchCV(est, {"max_iter": [5, 6]}, **kw),
+              "random": lambda: DPRandomizedSearchCV(est, {"max_iter": [5, 6]},
+                                                     mean_candidates=2.0, **kw),
+              "boosting": lambda: DPConfidenceBoosting(est, n_models=2, **kw)}[wrapper]()
+    if overflow == "sum":
+        bound = 0.5 * (1.1e77 * math.hypot(1e77, 0.5e77) + 2.0) ** 2  # Delta(B), squared loss
+        assert math.isfinite(bound) and not math.isfinite(3 * bound)  # n_val is 400 or more
+    with pytest.raises(ValueError, match=r"scoring='loss' .* would overflow\. Lower norm_bound"):
+        search.fit(X, y)
+    assert acc.history == []

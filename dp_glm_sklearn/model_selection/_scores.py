@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 from scipy.special import log_expit, log_softmax
-from sklearn.base import is_classifier
+from sklearn.base import clone, is_classifier
 
 from .._warn import silenced
 from ._slot import _head
@@ -70,6 +70,21 @@ def _glm_loss_bound(owner):
     y_bound = (high - low) / 2 if owner.fit_intercept else max(abs(low), abs(high))
     loss = owner._get_loss()
     return float(loss.value(np.array([[bz + y_bound]]), np.zeros(1))[0])
+
+
+def _planned_loss_bound(probe, n_features, classes):
+    """:func:`_glm_loss_bound` of a fit of ``probe`` to come, before the charge.
+
+    ``probe`` is the unfitted DP estimator at a fixed ``norm_bound``, to be
+    fitted on ``n_features`` features with ``classes`` (None for a
+    regressor).  Overflow gives inf, silently.
+    """
+    stand_in = clone(probe)  # with the attributes _glm_loss_bound reads from a fitted model
+    stand_in.n_features_in_ = n_features
+    if classes is not None:
+        stand_in.classes_ = classes
+    with np.errstate(all="ignore"):
+        return _glm_loss_bound(stand_in)
 
 
 def _glm_losses(owner, X, y):

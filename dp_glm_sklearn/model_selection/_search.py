@@ -64,6 +64,7 @@ shown anywhere.
 """
 
 import itertools
+import math
 import os
 from numbers import Integral, Real
 
@@ -122,7 +123,13 @@ from ..privacy.selection import (
     generalized_exponential_mechanism,
 )
 from ._probe import _probe_head, _validated_after
-from ._scores import SCORINGS, _check_scoring, _clipped_losses, _validation_losses
+from ._scores import (
+    SCORINGS,
+    _check_scoring,
+    _clipped_losses,
+    _planned_loss_bound,
+    _validation_losses,
+)
 from ._slot import (
     _check_grid_keys,
     _cloned,
@@ -539,6 +546,10 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             reader = clone(plans[-1][0]).set_params(classes=None)
             fixed = {slot.key("classes"): reader._check_targets(y_checked, warn=True)}
         self._check_public_plans(plans, fits, fixed.get(slot.key("classes")))
+        # The candidates' fits (a refit has all the rows), scored on the validation part.
+        scored = [fit for fit in fits if fit[0] in {len(train) for train, _ in parts}]
+        self._check_loss_bounds(plans, scored, fixed.get(slot.key("classes")),
+                                 max(len(val) for _, val in parts))
         return X, y, fixed
 
     def _check_public_plans(self, plans, fits, classes):
@@ -560,6 +571,40 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                 caught += [(UserWarning, m)
                            for m in fit_probe._unused_options(method, n_features)]
         self._show_candidate_warnings(caught)
+
+    def _check_loss_bounds(self, plans, fits, classes, n_val):
+        """With ``scoring="loss"``, raise unless every candidate's score is finite
+        whatever the validation rows.
+
+        Each of the ``n_val`` validation losses is clipped to ``[0, Delta(B)]``
+        (:func:`~._scores._glm_loss_bound`, public); the selection needs
+        their mean finite.  A bound that is inf, or so large that their sum
+        overflows for some rows and not others, would fail the fit after the
+        charge, on some data only.  (The other scorings' bounds are at most
+        ``(2 * 1e100)**2``: the estimators refuse larger ``y_bound``.)  The
+        sum of ``n_val`` values in ``[0, bound]`` is at most ``n_val * bound``
+        times ``1 + n_val * 2**-53`` in floating point: ``2 * n_val * bound``
+        finite leaves room for that.
+        """
+        from ._auto import _public_fits  # _auto imports this module
+
+        if self._scoring() != "loss":
+            return
+        for probe, n_features in plans:
+            own = probe._declared_classes() if is_classifier(probe) \
+                and probe.classes is not None else classes
+            for fit_probe, *_ in _public_fits(probe, fits):
+                bound = _planned_loss_bound(fit_probe, n_features, own)
+                if math.isfinite(2.0 * n_val * bound):  # Python floats: inf, no warning
+                    continue
+                y_bound = "" if is_classifier(fit_probe) else f", y_bound={fit_probe.y_bound!r}"
+                raise ValueError(
+                    f"scoring='loss' clips each validation loss at its sup over the constraint "
+                    f"ball, here {bound:.4g} for norm_bound={float(fit_probe.norm_bound)!r}, "
+                    f"feature_norm={fit_probe.feature_norm!r}{y_bound} "
+                    f"({type(fit_probe).__name__}); the mean of the n_val={n_val} validation "
+                    "losses would overflow. Lower norm_bound or feature_norm, or use another "
+                    "scoring. Nothing was charged.")
 
     def _possible_candidates(self, candidates, slot):
         """The settings checked before the charge besides the candidates themselves."""
