@@ -1758,6 +1758,43 @@ def test_preprocessing_failing_on_a_part_is_refused_before_any_charge(wrapper):
     assert set(outcomes) == {"refused", "fitted"}  # both paths ran
 
 
+@pytest.mark.parametrize("wrapper", ["grid", "random", "boosting"])
+@pytest.mark.parametrize("case", ["scaled to inf", "imputed to no feature"])
+def test_preprocessing_output_unusable_on_a_part_is_refused_before_any_charge(wrapper, case):
+    # The steps fitted on each training part ran before the charge, but their
+    # output was not checked: a MaxAbsScaler fitted on 1e-14 values scaled
+    # one 1e300 validation record to inf (prediction failed after the
+    # charge); a SimpleImputer fitted on an all-NaN training column dropped
+    # it (0 features in a candidate's fit, after the charge). Which happens
+    # depends on where the one record falls.
+    from sklearn.impute import SimpleImputer
+    from sklearn.preprocessing import MaxAbsScaler
+
+    n = 100
+    y = np.arange(n) % 2
+    if case == "scaled to inf":
+        head, X = MaxAbsScaler(), np.where(y[:, None] == 0, 1e-14, -1e-14)
+        X[17, 0] = 1e300
+    else:
+        head, X = SimpleImputer(), np.full((n, 1), np.nan)
+        X[17, 0] = 1.0
+    pipe = Pipeline([("head", head),
+                     ("dp", DPLogisticRegression(feature_norm=1.5, classes=[0, 1]))])
+    outcomes = []
+    for seed in range(8):
+        acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+        kwargs = dict(epsilon=1.0, delta=DELTA, random_state=seed, accountant=acc)
+        grid = {"dp__norm_bound": [1.0, 2.0]}
+        if wrapper == "grid":
+            search = DPGridSearchCV(pipe, grid, **kwargs)
+        elif wrapper == "random":
+            search = DPRandomizedSearchCV(pipe, grid, **kwargs)
+        else:
+            search = DPConfidenceBoosting(pipe, n_models=2, **kwargs)
+        outcomes.append(_refused_or_charged_once(search, acc, X, y, "What failed is not shown"))
+    assert "refused" in outcomes  # the record fell in a validation part
+
+
 def test_auto_norm_bound_too_small_a_training_part_is_refused_before_any_charge(reg_data):
     X, y = reg_data
     for search in (DPConfidenceBoosting(DPLinearRegression(norm_bound="auto"), n_models=2),

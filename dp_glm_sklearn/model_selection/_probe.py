@@ -8,9 +8,13 @@ replaced by messages that quote no value or private count of the data.
 """
 
 import numpy as np
+import scipy.sparse as sp
+from sklearn import config_context
 from sklearn.base import clone
+from sklearn.utils import check_array
 
 from .._base import _unquoted
+from .._objective import canonical_rows
 from .._sklearn_compat import safe_indexing
 from .._warn import silenced
 
@@ -27,6 +31,27 @@ _SAFE_TYPE_ERRORS = ("float() argument must be",)
 #: public for the data given, private after a step that drops rows or
 #: selects features on the data.
 _SHAPE_ERRORS = ("Found array with", "Found input variables with inconsistent")
+
+
+class _UnusableOutput(Exception):
+    """The steps' output on a part is one the DP estimator cannot take (worded generically)."""
+
+
+def _usable_output(Xt, n_features=None):
+    """``Xt``'s number of features; raises :class:`_UnusableOutput` unless the DP
+    estimator can be fitted on ``Xt`` (as its ``_validated`` checks X), or,
+    given the ``n_features`` it was fitted on, predict on ``Xt``."""
+    try:
+        with config_context(assume_finite=False):
+            Xt = check_array(Xt, accept_sparse="csr", dtype=[np.float64, np.float32])
+    except (ValueError, TypeError):
+        raise _UnusableOutput() from None
+    # Duplicate entries of a sparse matrix are summed by the fit: the sums must be finite too.
+    if sp.issparse(Xt) and not np.isfinite(canonical_rows(Xt).data).all():
+        raise _UnusableOutput()
+    if n_features is not None and Xt.shape[1] != n_features:
+        raise _UnusableOutput()
+    return Xt.shape[1]
 
 
 def _probe_head(head, X, y, parts):
@@ -47,8 +72,13 @@ def _probe_head(head, X, y, parts):
         with silenced(), np.errstate(all="ignore"):
             Xt = clone(head).fit_transform(X, y)
             for train, val in parts:
-                part = clone(head).fit(safe_indexing(X, train), safe_indexing(y, train))
-                part.transform(safe_indexing(X, val))
+                # What the DP estimator gets, in a candidate's fit and in its
+                # validation: a step can leave a training part with no
+                # feature, or scale a validation part to inf.
+                part = clone(head)
+                n_features = _usable_output(part.fit_transform(safe_indexing(X, train),
+                                                               safe_indexing(y, train)))
+                _usable_output(part.transform(safe_indexing(X, val)), n_features)
             return Xt
     except Exception as exc:
         safe = (isinstance(exc, ValueError) and str(exc).startswith(_SAFE_STEP_ERRORS)
@@ -58,10 +88,11 @@ def _probe_head(head, X, y, parts):
         error = type(exc)(str(exc)) if safe else _unquoted(
             exc, f"the preprocessing steps ({steps})") or ValueError(
             f"The preprocessing steps before the DP estimator ({steps}) failed on the data, "
-            "on all of it or on a training part of the search, for some setting of the grid, "
-            "before anything was charged. What failed is not shown: it may tell values of "
-            "the data. Check the grid's settings against the data's public shape, or fit the "
-            "steps on the data yourself to see why.")
+            "or gave an output the DP estimator cannot take (no feature, a NaN or an inf), "
+            "on all of it or on a training or validation part of the search, for some "
+            "setting of the grid, before anything was charged. What failed is not shown: it "
+            "may tell values of the data. Check the grid's settings against the data's public "
+            "shape, or fit the steps on the data yourself to see why.")
     raise error
 
 
