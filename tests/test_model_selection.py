@@ -28,7 +28,7 @@ from dp_glm_sklearn import (
     PrivacyLeakWarning,
     default_accountant,
 )
-from dp_glm_sklearn.model_selection import _auto, _random, _scores, _search, _slot
+from dp_glm_sklearn.model_selection import _auto, _boosting, _random, _scores, _search, _slot
 from dp_glm_sklearn.privacy import (
     GaussianEvent,
     RandomStoppingEvent,
@@ -1793,6 +1793,21 @@ def test_preprocessing_output_unusable_on_a_part_is_refused_before_any_charge(wr
             search = DPConfidenceBoosting(pipe, n_models=2, **kwargs)
         outcomes.append(_refused_or_charged_once(search, acc, X, y, "What failed is not shown"))
     assert "refused" in outcomes  # the record fell in a validation part
+
+
+@pytest.mark.parametrize("wrapper", ["grid", "random", "boosting", "auto"])
+def test_the_parts_are_copied_out_of_x_before_the_charge(reg_data, wrapper, monkeypatch):
+    # The training and validation parts were indexed out of X (a copy) after
+    # the charge: a 1 GB X under a 2 GiB address-space cap failed after it.
+    def out_of_memory(data, rows):
+        raise MemoryError("no room for a copy of the part")
+
+    for module in (_search, _random, _boosting):  # where the fits look it up
+        monkeypatch.setattr(module, "safe_indexing", out_of_memory, raising=False)
+    acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
+    with pytest.raises(MemoryError):
+        _WRAPPERS[wrapper](_reg(), acc).fit(*reg_data)
+    assert acc.history == []
 
 
 def test_auto_norm_bound_too_small_a_training_part_is_refused_before_any_charge(reg_data):

@@ -41,7 +41,7 @@ from numbers import Integral
 import numpy as np
 
 from .._base import _clones_draw_nothing, _fit_n_samples, _rng, target_privacy
-from .._sklearn_compat import Interval, fit_context, safe_indexing
+from .._sklearn_compat import Interval, fit_context
 from ..privacy.calibration import gdp_mu, gdp_parallel
 from ..privacy.events import GaussianEvent
 from ..privacy.selection import (
@@ -284,18 +284,20 @@ class DPConfidenceBoosting(_BaseDPSearch):
         accountant = self._check_budget(slot, plan["events"], plan["delta"])
         rng = _rng(self.random_state)
         chunks = np.array_split(rng.permutation(n_samples), m + 1)  # before the charge
-        X, y, fixed = self._charge(accountant, slot, plan["events"],
-                                   f"{type(self).__name__}(n_models={m})", X, y, ({},),
-                                   parts=[(chunk, chunks[m]) for chunk in chunks[:m]],
-                                   fits=[(size, plan["candidate_epsilon"], plan["candidate_delta"])
-                                         for size in sorted({len(c) for c in chunks[:m]})])
+        X, y, fixed, taken = self._charge(
+            accountant, slot, plan["events"], f"{type(self).__name__}(n_models={m})", X, y,
+            ({},), parts=[(chunk, chunks[m]) for chunk in chunks[:m]],
+            fits=[(size, plan["candidate_epsilon"], plan["candidate_delta"])
+                  for size in sorted({len(c) for c in chunks[:m]})],
+            rows=chunks)
         seeds = _child_seeds(rng, m, self.random_state)
         fitted = self._fit_candidates(slot, plan, fixed, [
-            ({}, safe_indexing(X, chunk), safe_indexing(y, chunk), seed)
-            for chunk, seed in zip(chunks[:m], seeds, strict=True)
+            ({}, X_chunk, y_chunk, seed)
+            for (X_chunk, y_chunk), seed in zip(taken[:m], seeds, strict=True)
         ])
 
-        X_val, y_val = safe_indexing(X, chunks[m]), safe_indexing(y, chunks[m])
+        X_val, y_val = taken[m]
+        del taken  # the training chunks
         utilities, sensitivities = self._validation_utilities(fitted, slot, X_val, y_val)
         # Same parameters, same public bound: one common sensitivity.
         best, _ = exponential_mechanism(utilities, float(sensitivities.max()),

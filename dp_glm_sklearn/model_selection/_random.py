@@ -18,7 +18,7 @@ from sklearn.model_selection import ParameterGrid
 
 from .._base import _clones_draw_nothing, _fit_n_samples, _rng, target_privacy
 from .._doc import format_doc
-from .._sklearn_compat import Interval, StrOptions, fit_context, safe_indexing
+from .._sklearn_compat import Interval, StrOptions, fit_context
 from ..privacy.events import GaussianEvent, RandomStoppingEvent
 from ..privacy.selection import (
     gaussian_report_noisy_max,
@@ -403,11 +403,10 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         count = sample_stopping_count(self.mean_candidates, self.stopping, rng)
         candidates = [_sample_params(dists, rng) for _ in range(count)]
         _validate_candidates(self.estimator, candidates, slot)
-        X, y, fixed = self._charge(accountant, slot, plan["events"], type(self).__name__, X, y,
-                                   candidates, parts=[(train, val)],
-                                   fits=self._fits(plan, len(train), n_samples))
-        X_tr, y_tr = safe_indexing(X, train), safe_indexing(y, train)
-        X_val, y_val = safe_indexing(X, val), safe_indexing(y, val)
+        X, y, fixed, [(X_tr, y_tr), (X_val, y_val)] = self._charge(
+            accountant, slot, plan["events"], type(self).__name__, X, y, candidates,
+            parts=[(train, val)], fits=self._fits(plan, len(train), n_samples),
+            rows=[train, val])
         seeds = _child_seeds(rng, count, self.random_state)
         fitted = self._fit_candidates(slot, plan, fixed, [
             (params, X_tr, y_tr, seed) for params, seed in zip(candidates, seeds, strict=True)])

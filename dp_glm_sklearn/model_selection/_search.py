@@ -437,19 +437,23 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         _check_release(accountant, events, float(self.epsilon), delta)
         return accountant
 
-    def _charge(self, accountant, slot, events, source, X, y, candidates, parts, fits):
-        """The fit's one charge, made safely; returns :meth:`_prepare`'s ``(X, y, fixed)``.
+    def _charge(self, accountant, slot, events, source, X, y, candidates, parts, fits, rows):
+        """The fit's one charge, made safely; returns :meth:`_prepare`'s ``(X, y, fixed)``
+        and the ``(X, y)`` of each of ``rows`` (arrays of row indices).
 
         ``accountant`` comes from :meth:`_check_budget`: the budget was
         checked before any data value was read.  The input is validated here
         (bad input raises and releases nothing), and only then are ``events``
         spent (the charge checks the budget again, atomically).  ``fits``
         lists the public ``(n_samples, epsilon, delta)`` of the fits to come
-        (candidates, chunks, refit).
+        (candidates, chunks, refit).  The ``rows`` (the parts, drawn before)
+        are taken before the charge too: they are copies, and a copy too
+        large for memory fails while nothing is spent.
         """
         X, y, fixed = self._prepare(slot, X, y, candidates, parts, fits)
+        taken = [(safe_indexing(X, part), safe_indexing(y, part)) for part in rows]
         accountant._record(events, source=source)
-        return X, y, fixed
+        return X, y, fixed, taken
 
     def _prepare(self, slot, X, y, candidates, parts, fits):
         """Check everything bad input could break, before the charge.
@@ -1016,11 +1020,9 @@ class DPGridSearchCV(_BaseDPSearch):
         accountant = self._check_budget(slot, plan["events"], plan["delta"])
         rng = _rng(self.random_state)
         train, val = self._split(n_samples, rng)  # data-independent: drawn before the charge
-        X, y, fixed = self._charge(accountant, slot, plan["events"], source, X, y, candidates,
-                                   parts=[(train, val)],
-                                   fits=self._fits(plan, len(train), n_samples))
-        X_tr, y_tr = safe_indexing(X, train), safe_indexing(y, train)
-        X_val, y_val = safe_indexing(X, val), safe_indexing(y, val)
+        X, y, fixed, [(X_tr, y_tr), (X_val, y_val)] = self._charge(
+            accountant, slot, plan["events"], source, X, y, candidates, parts=[(train, val)],
+            fits=self._fits(plan, len(train), n_samples), rows=[train, val])
         seeds = _child_seeds(rng, len(candidates), self.random_state)
         fitted = self._fit_candidates(slot, plan, fixed, [
             (params, X_tr, y_tr, seed) for params, seed in zip(candidates, seeds, strict=True)])
