@@ -706,6 +706,43 @@ def test_jl_projection_is_drawn_before_the_charge(monkeypatch):
     assert drawn and acc.history == []
 
 
+def _peak_after_the_charge(monkeypatch, fit):
+    """Peak memory traced from the accountant's charge to the end of ``fit()``,
+    above what was in use at the charge (bytes)."""
+    real_record, in_use = PrivacyAccountant._record, []
+
+    def record(self, *args, **kwargs):
+        real_record(self, *args, **kwargs)
+        tracemalloc.reset_peak()
+        in_use.append(tracemalloc.get_traced_memory()[0])
+
+    monkeypatch.setattr(PrivacyAccountant, "_record", record)
+    tracemalloc.start()
+    try:
+        fit()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    (charged,) = in_use
+    return peak - charged
+
+
+def test_jl_copies_no_projection_after_the_charge(monkeypatch):
+    """The sparse projection is stored, before the charge, in the orientation
+    the products read: its transpose (16 d non-zeros and more; 1 GiB for d =
+    8.5e6) was copied after the charge, and failed there, the budget spent.
+
+    Phi here has 0.8 k d = 320,000 non-zeros (3.7 MB); after the charge the
+    fit allocates only n x k, n- and k-vectors and a few d-vectors of the
+    model (160 KB each).
+    """
+    n, d, k = 50, 20_000, 20
+    monkeypatch.setattr(jl_module, "_MAX_DENSE_ENTRIES", 0)  # a sparse Phi at this size
+    X = _sparse_rows(n, d, 1)
+    y = np.random.default_rng(0).normal(size=n)
+    reg = _est(DPLinearRegression, method="jl", projection_dim=k, max_iter=2)
+    after = _peak_after_the_charge(monkeypatch, lambda: reg.fit(X, y))
+    assert after < 0.8 * k * d * 12 / 4, after / 2**20
 @pytest.mark.parametrize("params,name", [
     (dict(projection_dim=0), "projection_dim"),
     (dict(projection_dim=2.5), "projection_dim"),

@@ -136,11 +136,18 @@ def draw_public(problem, calibration, rng):
     :func:`jl` makes from ``rng``, so drawing it here changes no output.
     (A search's candidates draw theirs after the search's one charge: their
     seeds come after it.)
+
+    A sparse Phi is stored as CSC: its transpose, the CSR ``d x k`` matrix
+    that :func:`project_rows` multiplies by and the output ``Phi^T w_k``
+    reads, is then a view, so the one copy sized by d (the conversion) is
+    made here, before the charge, not after it.
     """
     k, d = calibration.params["projection_dim"], problem.n_features
     if k == d:
         return calibration
     phi = draw_projection(k, d, rng, sparse=k * d > _MAX_DENSE_ENTRIES)
+    if sp.issparse(phi):
+        phi = phi.tocsc()
     return replace(calibration, params={**calibration.params, "projection": phi})
 
 
@@ -163,9 +170,9 @@ def project_rows(X, phi, feature_norm):
     scale = np.ones(n)
     over = norms > feature_norm
     scale[over] = feature_norm / norms[over]
-    # Transposed once, in the format the products want (not once per block);
-    # a local, freed once the rows are projected.
-    phi_t = sp.csr_matrix(phi.T) if sp.issparse(phi) else phi.T
+    # Transposed once, in the format the products want (not once per block): a
+    # view for the CSC Phi of draw_public, a local copy for a CSR one.
+    phi_t = phi.T.tocsr() if sp.issparse(phi) else phi.T
     # A block of output (and, for dense X, of X) is about 4 MB.
     block = max(1, _BLOCK_BYTES // (8 * (k if sp.issparse(X) else max(d, k))))
     if sp.issparse(X) and sp.issparse(phi) and exponents is None \
