@@ -743,6 +743,27 @@ def test_jl_copies_no_projection_after_the_charge(monkeypatch):
     reg = _est(DPLinearRegression, method="jl", projection_dim=k, max_iter=2)
     after = _peak_after_the_charge(monkeypatch, lambda: reg.fit(X, y))
     assert after < 0.8 * k * d * 12 / 4, after / 2**20
+
+
+@pytest.mark.parametrize("nnz_per_row", [1, 64])
+def test_jl_projected_rows_are_allocated_before_the_charge(nnz_per_row, monkeypatch):
+    """The n x k projected rows (dense, 16 MB here) are allocated before the charge,
+    whatever X's sparsity.  Sparse X times a sparse Phi was CSR above 2**25
+    entries, with as many non-zeros as the rows' non-zeros made (up to n k):
+    X with 64 non-zeros a row failed after the charge, out of memory, where X
+    with one fitted (n = 50,000, d = 40,000, k = 1000 in 0.9 GiB).
+
+    After the charge only blocks of 8 rows (``_BLOCK_BYTES`` lowered) and n-,
+    k- and d-vectors are allocated: far below n k floats.
+    """
+    n, d, k = 2000, 4000, 1000
+    monkeypatch.setattr(jl_module, "_MAX_DENSE_ENTRIES", 0)  # a sparse Phi at this size
+    monkeypatch.setattr(jl_module, "_BLOCK_BYTES", 8 * 8 * k)
+    X = _sparse_rows(n, d, nnz_per_row)
+    y = np.random.default_rng(0).integers(0, 2, n)
+    clf = _est(DPLogisticRegression, method="jl", projection_dim=k, max_iter=2)
+    after = _peak_after_the_charge(monkeypatch, lambda: clf.fit(X, y))
+    assert after < n * k * 8 / 8, after / 2**20
 @pytest.mark.parametrize("params,name", [
     (dict(projection_dim=0), "projection_dim"),
     (dict(projection_dim=2.5), "projection_dim"),

@@ -26,9 +26,8 @@ at most 2**22 entries (32 MB), and otherwise a sparse random projection with
 about 16 non-zeros per column (``O(d)`` memory).  The choice depends on the
 sizes only, not on how X is stored, so dense and sparse X give the same model.
 Sparse X is projected without ever being densified; the projected data is
-n x k (dense; for a sparse X and a sparse projection, dense when it has at
-most 2**25 entries and CSR beyond: a choice from the sizes only) and is built
-by row blocks, so no n x d dense array is formed.
+a dense n x k array, allocated before the charge (:func:`draw_public`) and
+filled by row blocks, so no n x d dense array is formed.
 """
 
 from dataclasses import replace
@@ -54,12 +53,6 @@ _MAX_DENSE_ENTRIES = 2**22
 _MIN_NONZEROS_PER_COLUMN = 16
 # Rows per block when projecting: temporaries stay near 4 MB.
 _BLOCK_BYTES = 4 * 2**20
-# Sparse X projected by a sparse Phi: the n x k result is stored dense when it
-# has at most this many entries (256 MB), else it stays CSR.  The choice
-# depends on the public sizes only (an earlier version densified when the
-# result was more than half full, which depends on the data's sparsity
-# pattern and changed the arithmetic of every later step).
-_MAX_DENSE_PROJECTED_ENTRIES = 2**25
 
 
 def calibrate_jl(problem, epsilon, delta, max_iter, projection_dim=None):
@@ -128,7 +121,8 @@ def draw_projection(projection_dim, n_features, rng, sparse):
 
 
 def draw_public(problem, calibration, rng):
-    """The calibration with JL's projection drawn (``params["projection"]``).
+    """The calibration with JL's projection drawn (``params["projection"]``)
+    and the n x k array of projected rows allocated (``params["projected_rows"]``).
 
     The projection is data-independent, so it is drawn before the
     accountant is charged: one too large for memory (a hashed d of 2**22
@@ -141,6 +135,9 @@ def draw_public(problem, calibration, rng):
     that :func:`project_rows` multiplies by and the output ``Phi^T w_k``
     reads, is then a view, so the one copy sized by d (the conversion) is
     made here, before the charge, not after it.
+
+    The projected rows are a dense n x k array whatever X's sparsity: their
+    memory is a function of the public sizes, so it is taken here too.
     """
     k, d = calibration.params["projection_dim"], problem.n_features
     if k == d:
@@ -148,16 +145,22 @@ def draw_public(problem, calibration, rng):
     phi = draw_projection(k, d, rng, sparse=k * d > _MAX_DENSE_ENTRIES)
     if sp.issparse(phi):
         phi = phi.tocsc()
-    return replace(calibration, params={**calibration.params, "projection": phi})
+    # Dense, not CSR: sparse X times a sparse Phi has up to n k non-zeros, as
+    # many as the rows' non-zeros make, so whether it fitted in memory, after
+    # the charge, depended on the data.  Dense costs that worst case, known
+    # from (n, k), and the same arithmetic for every X of a shape.
+    rows = np.empty((problem.n_samples, k))
+    return replace(calibration, params={**calibration.params, "projection": phi,
+                                        "projected_rows": rows})
 
 
-def project_rows(X, phi, feature_norm):
+def project_rows(X, phi, feature_norm, out=None):
     """``diag(s) X Phi^T`` with ``s_i = min(1, X / ||x_i||)`` (rows clipped first).
 
-    Works on row blocks, so temporaries stay small.  For sparse X and a
-    sparse Phi the result is dense when ``n * k`` is at most
-    ``_MAX_DENSE_PROJECTED_ENTRIES``, else CSR: a function of the public
-    sizes, not of the number of non-zeros.
+    Returns a dense ``n x k`` array, ``out`` if given (else a new one), for
+    dense and sparse X alike: its memory does not depend on the data's
+    sparsity (see :func:`draw_public`).  Works on row blocks, so temporaries
+    stay small.
 
     Nothing overflows: huge rows are tamed block by block
     (:func:`~.._objective.tame_exponents_and_norms`), so the row norms (taken
@@ -175,23 +178,8 @@ def project_rows(X, phi, feature_norm):
     phi_t = phi.T.tocsr() if sp.issparse(phi) else phi.T
     # A block of output (and, for dense X, of X) is about 4 MB.
     block = max(1, _BLOCK_BYTES // (8 * (k if sp.issparse(X) else max(d, k))))
-    if sp.issparse(X) and sp.issparse(phi) and exponents is None \
-            and n * k > _MAX_DENSE_PROJECTED_ENTRIES:
-        # One product, scaled and made canonical in place: no block list, no
-        # vstack copy, and no copy later in canonical_rows (same entries, same order).
-        out = sp.csr_matrix(X @ phi_t)
-        out.data *= np.repeat(scale, np.diff(out.indptr))
-        out.sum_duplicates()
-        return out
-    if sp.issparse(X) and sp.issparse(phi):
-        parts = []
-        for start in range(0, n, block):
-            rows = slice(start, min(start + block, n))
-            parts.append(sp.csr_matrix(sp.diags(scale[rows])
-                                       @ (tamed_block(X, exponents, rows) @ phi_t)))
-        out = sp.vstack(parts, format="csr")
-        return out.toarray() if n * k <= _MAX_DENSE_PROJECTED_ENTRIES else out
-    out = np.empty((n, k))
+    if out is None:
+        out = np.empty((n, k))
     for start in range(0, n, block):
         rows = slice(start, min(start + block, n))
         prod = tamed_block(X, exponents, rows) @ phi_t
@@ -220,7 +208,8 @@ def jl(objective, calibration, rng):
         params = draw_public(problem, calibration, rng).params
     phi = params["projection"]
     projected = GLMObjective(params["problem"],
-                             project_rows(objective.X, phi, problem.feature_norm),
+                             project_rows(objective.X, phi, problem.feature_norm,
+                                          out=params.get("projected_rows")),
                              objective.y)
     theta_k, n_iter = noisy_gd(projected, calibration, rng)
     theta = np.empty(problem.theta_shape)
