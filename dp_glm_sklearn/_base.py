@@ -44,7 +44,14 @@ from ._sklearn_compat import (
     num_samples,
 )
 from ._warn import warn_user
-from .mechanisms import MECHANISMS, calibrate, draw_public, resolve, train
+from .mechanisms import (
+    MECHANISMS,
+    calibrate,
+    draw_public,
+    reserve_working_memory,
+    resolve,
+    train,
+)
 from .mechanisms.noisy_gd import default_steps
 from .privacy.accountant import PrivacyAccountant, _check_release, _DefaultAccountantMixin
 from .privacy.calibration import gdp_mu
@@ -414,6 +421,9 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
                                     l2=self.l2_regularization)
         except PublicBoundsError:
             raise ValueError(self._bounds_message()) from None
+        # Memory the training will need, sized by public quantities: a fit (or
+        # a search's candidate) too large for it fails here, before the charge.
+        reserve_working_memory(method, problem, calibration)
         return problem, method, calibration
 
     def _bounds_message(self):

@@ -1,7 +1,11 @@
 """Behaviour of the three DP estimators."""
 
 import itertools
+import os
 import pickle
+import subprocess
+import sys
+import textwrap
 import warnings
 
 import numpy as np
@@ -27,6 +31,7 @@ from dp_glm_sklearn import (
     PrivacyLeakWarning,
 )
 from dp_glm_sklearn import _base as base_module
+from dp_glm_sklearn import mechanisms as mechanisms_module
 from dp_glm_sklearn._objective import GLMObjective, PublicProblem
 from dp_glm_sklearn.losses import HuberLoss, LogisticLoss, MultinomialLoss, SquaredLoss
 from dp_glm_sklearn.privacy.calibration import gdp_mu
@@ -339,6 +344,48 @@ def test_an_unusable_random_state_fails_before_the_charge(Est):
             sklearn.config_context(skip_parameter_validation=True):
         est.fit(X, y)
     assert acc.history == [] and not hasattr(est, "coef_")
+
+
+@pytest.mark.parametrize("method", ["noisy_gd", "jl", "output_perturbation", "auto"])
+def test_memory_a_fit_cannot_have_is_refused_before_the_charge(method, monkeypatch):
+    """The working memory is sized from public quantities and taken before the
+    charge: a fit (or a search's candidate) too large for it spends nothing."""
+    monkeypatch.setattr(mechanisms_module, "working_memory", lambda *args: 2**62)
+    X, y = _regression(n=40, d=3)
+    acc = PrivacyAccountant(epsilon=10.0, delta=1e-5)
+    with pytest.raises(MemoryError, match="nothing was charged"):
+        DPLinearRegression(method=method, accountant=acc).fit(X, y)
+    with pytest.raises(MemoryError, match="nothing was charged"):
+        DPGridSearchCV(DPLinearRegression(method=method), {"norm_bound": [1.0, 2.0]},
+                       epsilon=1.0, accountant=acc).fit(X, y)
+    assert acc.history == []
+
+
+def test_lbfgs_memory_beyond_an_address_space_limit_is_refused_before_the_charge():
+    """Output perturbation's L-BFGS keeps 60 vectors of theta's size: with
+    10**7 sparse features that is 4.8 GiB, which failed after the charge under
+    a 3 GiB address-space limit (in a child process)."""
+    script = textwrap.dedent("""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+        import numpy as np, scipy.sparse as sp
+        from dp_glm_sklearn import DPLogisticRegression, PrivacyAccountant
+        n, d = 1000, 10**7
+        rng = np.random.default_rng(0)
+        X = sp.csr_matrix((rng.normal(size=n), rng.integers(0, d, n), np.arange(n + 1)),
+                          shape=(n, d))
+        acc = PrivacyAccountant(epsilon=10, delta=1e-3)
+        try:
+            DPLogisticRegression(classes=[0, 1], method="output_perturbation",
+                                 accountant=acc).fit(X, np.arange(n) % 2)
+        except MemoryError:
+            print("MemoryError", len(acc.history))
+    """)
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+           "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.stdout.split() == ["MemoryError", "0"], out.stdout + out.stderr[-2000:]
 
 
 def test_single_class_is_an_error():

@@ -72,6 +72,49 @@ def draw_public(method, problem, calibration, rng):
     return calibration
 
 
+#: Pairs of vectors L-BFGS keeps (``maxcor`` of :func:`._solver.solve_constrained_erm`).
+_LBFGS_PAIRS = 30
+#: Vectors of theta's size a gradient pass or a step may hold at once: one
+#: partial gradient per group of blocks (``_objective._N_GROUPS``), the
+#: iterates, the average, the noise and temporaries.
+_PASS_VECTORS = 16 + 16
+
+
+def working_memory(method, problem, calibration):
+    """Bytes of the largest arrays :func:`train` allocates, from public sizes only.
+
+    An estimate (within a small factor) of what a fit needs beyond its data:
+    L-BFGS's ``2 * 30`` pairs and a few more vectors for output
+    perturbation and the noiseless fit, the per-group partial gradients and
+    the step's vectors for the gradient methods, and JL's projection (about
+    ``max(16 d, k sqrt(d))`` non-zeros, drawn after the charge by a search's
+    candidates) and its ``n x k`` projected rows.
+    """
+    p = int(np.prod(problem.theta_shape))
+    if method in ("output_perturbation", "non_private"):
+        return 8 * (2 * _LBFGS_PAIRS + 16) * p
+    if method != "jl" or "problem" not in calibration.params:
+        return 8 * _PASS_VECTORS * p
+    k, d = calibration.params["projection_dim"], problem.n_features
+    projected = calibration.params["problem"]
+    nonzeros = max(16 * d, k * np.sqrt(d))
+    return int(8 * (_PASS_VECTORS * np.prod(projected.theta_shape) + p
+                    + problem.n_samples * k + 3 * nonzeros))
+
+
+def reserve_working_memory(method, problem, calibration):
+    """Raise :class:`MemoryError` now, before the charge, if :func:`working_memory`
+    cannot be allocated (the memory is taken and given back untouched)."""
+    size = working_memory(method, problem, calibration)
+    try:
+        np.empty(size, dtype=np.uint8)
+    except MemoryError:
+        raise MemoryError(
+            f"method={method!r} needs about {size / 2**30:.3g} GiB of working memory for "
+            f"{problem.n_samples} samples and {int(np.prod(problem.theta_shape))} "
+            "coefficients, which cannot be allocated; nothing was charged.") from None
+
+
 def train(method, objective, calibration, rng):
     """Run ``method``; returns ``(theta, n_iter)``."""
     if method == "noisy_gd":
