@@ -361,6 +361,23 @@ def test_memory_a_fit_cannot_have_is_refused_before_the_charge(method, monkeypat
     assert acc.history == []
 
 
+def test_working_memory_counts_jl_projection_only_when_it_projects():
+    """k = d projects nothing (Noisy GD): no n x d "projected rows" are counted;
+    with k < d, the n x k dense projected rows are (8 n k bytes and more)."""
+    problem = PublicProblem(loss=LogisticLoss(), n_samples=10**6, n_features=20_000,
+                            feature_norm=1.0, intercept_feature=0.5, y_bound=1.0,
+                            norm_bound=1.0)
+    memory = {k: mechanisms_module.working_memory(
+        "jl", problem, mechanisms_module.calibrate("jl", problem, 1.0, 1e-6, max_iter=50,
+                                                   projection_dim=k))
+        for k in (100, 20_000)}
+    noisy_gd = mechanisms_module.working_memory(
+        "noisy_gd", problem, mechanisms_module.calibrate("noisy_gd", problem, 1.0, 1e-6,
+                                                         max_iter=50))
+    assert memory[20_000] == noisy_gd < 10**8
+    assert memory[100] >= 8 * 10**6 * 100
+
+
 def test_lbfgs_memory_beyond_an_address_space_limit_is_refused_before_the_charge():
     """Output perturbation's L-BFGS keeps 60 vectors of theta's size: with
     10**7 sparse features that is 4.8 GiB, which failed after the charge under

@@ -93,9 +93,9 @@ def working_memory(method, problem, calibration):
     p = int(np.prod(problem.theta_shape))
     if method in ("output_perturbation", "non_private"):
         return 8 * (2 * _LBFGS_PAIRS + 16) * p
-    if method != "jl" or "problem" not in calibration.params:
+    k, d = calibration.params.get("projection_dim"), problem.n_features
+    if method != "jl" or k == d:  # (k = d: JL projects nothing, it is Noisy GD)
         return 8 * _PASS_VECTORS * p
-    k, d = calibration.params["projection_dim"], problem.n_features
     projected = calibration.params["problem"]
     nonzeros = max(16 * d, k * np.sqrt(d))
     return int(8 * (_PASS_VECTORS * np.prod(projected.theta_shape) + p
