@@ -252,8 +252,8 @@ def test_output_perturbation_accuracy_is_within_float_resolution(loss, d, n):
     The accuracy e is 1e-3 of the main term unless the floats cannot
     certify that (module docstring, *Rounding*): a Huber threshold of 1e-9
     needs a certificate finer than float64 resolves at the radius (a step
-    that rounded back to the point certified it; e was 1800 times too
-    small here at n = 1e5), as does a chain of 1e8 sequential additions.
+    that rounded back to the point certified it), and 1e7-1e8 rows a
+    longer chain of sequential additions than 1e-3 allows.
     """
     problem = _problem(loss, n=n, d=d, feature_norm=3.0, norm_bound=10.0, y_bound=5.0)
     lam = op_module.default_l2(problem, gdp_mu(1.0, 1e-6))
@@ -270,6 +270,62 @@ def test_output_perturbation_accuracy_is_within_float_resolution(loss, d, n):
     assert e >= 1e-3 * main and cal.params["sensitivity"] == pytest.approx(main + 2 * e)
     if op_module.rounding_allowance(problem, lam) <= lam * 1e-3 * main / 8:
         assert e == 1e-3 * main  # the nominal accuracy where the floats allow it
+
+
+def _reference_gradient(objective, theta):
+    """The exact (long double) average gradient of ``objective`` at theta, unclipped."""
+    ld = np.longdouble
+    p = objective.problem
+    X = objective.X.toarray() if sp.issparse(objective.X) else objective.X
+    A = np.asarray(X, dtype=ld) * objective.row_scale.astype(ld)[:, None]
+    if p.fit_intercept:
+        A = np.hstack([A, np.full((A.shape[0], 1), ld(p.intercept_feature))])
+    Z = A @ theta.astype(ld)
+    y = objective.y.astype(ld)[:, None]
+    if isinstance(p.loss, SquaredLoss):
+        D = Z - y
+    elif isinstance(p.loss, HuberLoss):
+        D = np.clip(Z - y, -ld(p.loss.threshold), ld(p.loss.threshold))
+    else:
+        D = -y / (1 + np.exp(y * Z))
+    return (A.T @ D) / ld(p.n_samples)
+
+
+@pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs 80-bit long double")
+@pytest.mark.parametrize("loss, d, sparse", [
+    (SquaredLoss(), 5, False),  # the Gram path
+    (SquaredLoss(), 300, False),  # one pass a step
+    (SquaredLoss(), 5, True),
+    (LogisticLoss(), 50, False),
+    (HuberLoss(1e-3), 20, True),
+], ids=repr)
+def test_rounding_allowance_bounds_the_computed_gradient_mapping(loss, d, sparse):
+    """The certificate's gradient mapping, computed as certified_minimizer does,
+    is within A (rounding_allowance) of the exact one (80-bit reference), at
+    points on the sphere, on rows with a large common offset (cancellation).
+    The bound is a worst case: measured errors are 1e-5 to 5e-3 of it (the
+    Huber case the largest), so an allowance 250 times too small fails here."""
+    rng = np.random.default_rng(0)
+    n, B, lam = 20_000, 10.0, 1e-3
+    X = rng.standard_normal((n, d)) * 10 + 100
+    y = rng.choice([-1.0, 1.0], n) if isinstance(loss, LogisticLoss) else np.clip(
+        3 * rng.standard_normal(n), -5, 5)
+    problem = _problem(loss, n=n, d=d, feature_norm=3.0, norm_bound=B, y_bound=5.0)
+    objective = GLMObjective(problem, sp.csr_matrix(X) if sparse else X, y)
+    L = problem.smoothness + lam
+    allowance = op_module.rounding_allowance(problem, lam)
+    worst = 0.0
+    for _ in range(5):
+        theta = rng.standard_normal(problem.theta_shape)
+        theta = op_module._project_inside(theta * (B / np.linalg.norm(theta)), B)
+        grad = objective.gradient(theta, clip=False) + lam * theta
+        computed = L * (theta - op_module._project_inside(theta - grad / L, B))
+        exact_grad = _reference_gradient(objective, theta) + np.longdouble(lam) * theta
+        v = theta.astype(np.longdouble) - exact_grad / np.longdouble(L)
+        norm = np.sqrt(np.sum(v**2))
+        exact = np.longdouble(L) * (theta - (v * (np.longdouble(B) / norm) if norm > B else v))
+        worst = max(worst, float(np.sqrt(np.sum((computed - exact) ** 2))))
+    assert 0 < worst <= allowance, worst / allowance
 
 
 def test_certified_minimizer_recovers_from_a_bad_solver(monkeypatch):

@@ -3,7 +3,8 @@ r"""Constrained regularized ERM + output perturbation (paper Algorithm 3, SPEC 4
 ``w~ = argmin_{||w|| <= B} F_S(w)``, ``F_S(w) = L(w; S) + (lambda / 2) ||w||**2``;
 the release is ``w_a + N(0, sigma**2 I)`` where ``w_a`` is the solver's
 approximation of ``w~``, certified to satisfy ``||w_a - w~|| <= e`` with the
-public accuracy ``e = r * 2 G / (lambda n)``, ``r = 1e-3``.
+public accuracy ``e = r * 2 G / (lambda n)``, ``r = 1e-3``, or more where
+floating-point rounding needs it (*Rounding* below).
 
 Privacy proof
 -------------
@@ -47,10 +48,15 @@ term, raised where the floats need it).  A certificate met in floats then
 gives ``||w_a - w~|| <= (2 / lambda) (lambda e / 4 + A) <= 3 e / 4``; the
 steps' rounding, contracted like the distance, adds at most ``A / lambda
 <= e / 8`` to the a-priori ``e / 2``.  (Without the floor a step that
-rounds back to w certified any point within rounding of ``w~``: a Huber
-threshold of 1e-9 on 1e5 rows needs a certificate 160 times finer than
-float64 resolves at the ball's radius.)  Either way ``||w_a - w~|| <= e``
-on *every* data set, hence on both neighbors, and
+rounded back to w certified any point within rounding of ``w~``: with a
+Huber threshold of 1e-9, 1e5 rows, 10 features and unit bounds, the
+certificate's tolerance ``lambda e / 4`` was 25 times below ``L u B``, the
+rounding of one coordinate at the ball's radius; the floor would raise e
+about 5000-fold there, beyond :data:`MAX_ACCURACY_RATIO`, so the method is
+refused.)  The floor is active from about 1e7 rows (a pass's chain of
+sequential additions), with a Huber threshold far below the residuals, or
+with very many features at such n (a score's dot product).  Either way
+``||w_a - w~|| <= e`` on *every* data set, hence on both neighbors, and
 
     ||w_a(S) - w_a(S')|| <= 2 G / (lambda n) + 2 e = Delta,
 
@@ -78,7 +84,7 @@ from ..losses import SquaredLoss
 from ..privacy.calibration import gaussian_sigma, gdp_mu, gdp_mu_of_noise
 from ..privacy.events import GaussianEvent
 from ..privacy.noise import add_gaussian_noise
-from ._common import Calibration, project_ball
+from ._common import Calibration
 from ._solver import solve_constrained_erm
 from .auto import OPTIMIZATION_ACCURACY_RATIO, default_l2
 
@@ -101,7 +107,9 @@ def calibrate_output_perturbation(problem, epsilon, delta, l2=None):
     (Lipschitz losses), whichever bound is smaller, with the constants as
     implemented (:func:`~.auto.default_l2`).  The sensitivity is
     ``2 G / (lambda n) + 2 e`` with ``e = 1e-3 * 2 G / (lambda n)`` the
-    certified solver accuracy (module docstring), and
+    certified solver accuracy, or ``8 A / lambda`` where the rounding bound A
+    (:func:`rounding_allowance`) needs more (module docstring, *Rounding*;
+    refused beyond :data:`MAX_ACCURACY_RATIO` of the main term), and
     ``sigma = Delta / mu`` (one Gaussian release, SPEC section 2).
 
     Returns
@@ -202,16 +210,26 @@ def rounding_allowance(problem, l2):
       squared loss's Gram matrix the products ``A^T A theta`` are summed in
       the long chain instead: ``2 (m + 8) u H B``;
     - the regularizer's gradient, ``2 u lambda B``;
-    - the step ``L fl(Proj(w - g / L))``, the projection (a norm, a scaling)
-      and the certificate's own norm: ``2 (p + 8) u (L B + G + lambda B)``.
+    - the step ``L fl(Proj(w - g / L))``: the subtraction and the division
+      (``u (B + 2 ||g|| / L)``) and the projection, within ``24 u`` times
+      ``max(B, ||w - g / L||)`` of the exact one (:func:`_project_inside`):
+      ``2 * 32 u (L B + G + lambda B)``, since ``||g|| <= G + lambda B``.
+
+    Smaller sources are left to the factor 2 of each term: the loss
+    derivatives' own rounding (``expit``, ``exp``, a softmax's pairwise
+    sum over K classes: a few u relative each), clipping scales a few u
+    relative above ``X / ||x||`` (G a few u larger), the Gram path's sums
+    over quarter blocks (a shorter chain than m), and the certificate's own
+    norm (relative error ``p u``, times ``tol``: it matters only beyond
+    ``p ~ 1e14``).  Underflow is not modelled: the public bounds lie in
+    [1e-100, 1e100] (:class:`~dp_glm_sklearn._objective.PublicProblem`).
     """
-    u = 2.0**-53
+    u = _U
     B, G, H = problem.norm_bound, problem.lipschitz, problem.smoothness
-    p = int(np.prod(problem.theta_shape))
     m = sequential_terms(problem)
     score_chain = m if isinstance(problem.loss, SquaredLoss) else problem.n_features
     gradient = 2.0 * u * ((m + 8) * G + (score_chain + 8) * H * B + l2 * B)
-    step = 2.0 * (p + 8) * u * ((H + l2) * B + G + l2 * B)
+    step = 2.0 * 32.0 * u * ((H + l2) * B + G + l2 * B)
     return gradient + step
 
 
@@ -230,6 +248,29 @@ def guaranteed_steps(problem, l2, accuracy):
     return int(math.ceil(steps)) if math.isfinite(steps) else math.inf  # inf: refused
 
 
+#: Unit roundoff of float64.
+_U = 2.0**-53
+
+
+def _project_inside(theta, radius):
+    """The projection onto the ball ``||theta|| <= radius``, computed so that the
+    result lies in the ball in exact arithmetic and within ``24 u radius`` of the
+    exact projection, whatever the number p of coordinates.
+
+    :func:`~._common.project_ball` takes the norm from a BLAS dot, whose error
+    can grow like ``p u``; here the rounded squares are added exactly
+    (``math.fsum``), so the norm is within ``2 u`` (relative), and the scale
+    stops ``16 u`` short of the radius, which covers that and the rounding of
+    the scaling.  (The certificate of :func:`certified_minimizer` needs its
+    point in the ball, and its error independent of p.)
+    """
+    norm = math.sqrt(math.fsum(np.square(theta).ravel()))
+    inside = radius * (1.0 - 16.0 * _U)
+    if norm <= inside:
+        return theta
+    return theta * (inside / norm)
+
+
 def certified_minimizer(objective, l2, accuracy, max_steps):
     """A point ``w`` of the ball with ``||w - w~|| <= accuracy / 2`` (module docstring).
 
@@ -246,7 +287,7 @@ def certified_minimizer(objective, l2, accuracy, max_steps):
     tol = l2 * accuracy / 4.0  # (2 / lambda) * ||g|| <= accuracy / 2
     theta, _ = solve_constrained_erm(objective, radius, l2=l2,
                                      tol=tol if tol > 0 else 1e-10)
-    theta = project_ball(theta, radius)
+    theta = _project_inside(theta, radius)
     if not np.all(np.isfinite(theta)):
         # The solver broke down (L-BFGS at gradients of 1e100); the a-priori
         # bound holds from any point of the ball, the centre among them.
@@ -255,7 +296,7 @@ def certified_minimizer(objective, l2, accuracy, max_steps):
         return theta
     for _ in range(max_steps):
         grad = objective.gradient(theta, clip=False) + l2 * theta
-        step = project_ball(theta - grad / L, radius)
+        step = _project_inside(theta - grad / L, radius)
         if L * np.linalg.norm(theta - step) <= tol:
             return theta
         theta = step
