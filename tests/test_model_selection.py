@@ -2,6 +2,7 @@
 
 import math
 import pickle
+import tracemalloc
 import warnings
 
 import numpy as np
@@ -403,6 +404,26 @@ def test_search_selects_well_at_moderate_epsilon():
         search = DPGridSearchCV(_reg(), {"norm_bound": [0.01, 0.02, 1.0]}, epsilon=3.0,
                                 delta=DELTA, random_state=seed).fit(X, y)
         assert search.best_params_ == {"norm_bound": 1.0}
+
+
+@pytest.mark.parametrize("scoring", ["accuracy", "loss"])
+def test_validation_scores_many_classes_in_blocks(scoring):
+    """4000 validation rows x 5000 declared classes: one score matrix is 160 MB,
+    which validation allocated (and log_softmax copied) after the charge; the
+    scores are now computed in blocks of at most 32 MB, as in training."""
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((8000, 2)), rng.integers(0, 3, 8000)
+    search = DPGridSearchCV(DPLogisticRegression(classes=np.arange(5000), feature_norm=3.0,
+                                                 max_iter=2, method="noisy_gd"),
+                            {"norm_bound": [1.0, 2.0]}, epsilon=1.0, scoring=scoring,
+                            random_state=0)
+    tracemalloc.start()
+    try:
+        search.fit(X, y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4000 * 5000 * 8, peak / 2**20
 
 
 # -- scikit-learn integration ------------------------------------------------------------

@@ -14,6 +14,8 @@ import numpy as np
 from scipy.special import log_expit, log_softmax
 from sklearn.base import clone, is_classifier
 
+from .._objective import _SCORE_BLOCK_BYTES
+from .._sklearn_compat import safe_indexing
 from .._warn import silenced
 from ._slot import _head
 
@@ -116,8 +118,18 @@ def _validation_losses(estimator, slot, scoring, X, y):
     count the random search's secret K, and under warnings-as-errors one
     would raise after the charge.
     """
+    owner = slot.owner(estimator)
+    classes = getattr(owner, "classes_", ())
+    rows = max(1, _SCORE_BLOCK_BYTES // (8 * max(len(classes), 1)))
     with silenced(), np.errstate(all="ignore"):
-        return _clipped_losses(estimator, slot, scoring, X, y)
+        if len(y) <= rows:
+            return _clipped_losses(estimator, slot, scoring, X, y)
+        # Many classes: the scores (n_val x K) in blocks of rows, as in training
+        # (a million declared classes asked for GBs here, after the charge).
+        parts = [_clipped_losses(estimator, slot, scoring, safe_indexing(X, block),
+                                 safe_indexing(y, block))
+                 for block in np.array_split(np.arange(len(y)), -(-len(y) // rows))]
+        return np.concatenate([losses for losses, _ in parts]), parts[0][1]
 
 
 def _clipped_losses(estimator, slot, scoring, X, y):
