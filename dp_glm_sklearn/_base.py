@@ -170,9 +170,14 @@ def _rng(random_state):
     return np.random.default_rng(random_state)
 
 
-def _independent_child(random_state):
-    """A generator of the same kind, seeded with 128 bits drawn from ``random_state``."""
-    seed = np.random.SeedSequence(_rng(random_state).integers(2**32, size=4, dtype=np.uint64))
+def _independent_child(random_state, *, os_entropy=False):
+    """A generator of the same kind, seeded with 128 bits drawn from ``random_state``
+    (and 128 bits of OS entropy with ``os_entropy=True``)."""
+    entropy = [int(word) for word in _rng(random_state).integers(2**32, size=4,
+                                                                   dtype=np.uint64)]
+    if os_entropy:
+        entropy += [int(word) for word in np.random.SeedSequence().generate_state(4)]
+    seed = np.random.SeedSequence(entropy)
     if isinstance(random_state, np.random.RandomState):
         return np.random.RandomState(np.random.MT19937(seed))
     return np.random.default_rng(seed)
@@ -218,14 +223,31 @@ class _IndependentNoiseOnCloneMixin:
     drawn from the original's (which advances it): a seeded generator still
     makes a sequence of clones reproducible.  An integer seed is kept as
     given (it is for reproducibility, not for releases: docs/randomness.md).
+
+    A generator that arrived by unpickling (or ``copy.deepcopy``) is a copy
+    of one that other copies share, in the same state: a joblib worker
+    process gets one with each task, and ``MultiOutputRegressor`` or
+    ``OneVsRestClassifier`` clone it there, once per output or class, so
+    their clones drew the same child seed and every output's model the same
+    noise.  Clones of such a copy mix 128 bits of OS entropy into their seed:
+    independent noise, not reproducible.
     """
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        generator = self.__dict__.get("random_state")
+        if isinstance(generator, (np.random.Generator, np.random.RandomState)):
+            # The object itself, not its id: kept alive, it cannot be mistaken
+            # for a generator given later with set_params.
+            self.__dict__["_copied_generator"] = generator
 
     def __sklearn_clone__(self):
         new = super().__sklearn_clone__()
         state = getattr(self, "random_state", None)
         if isinstance(state, (np.random.Generator, np.random.RandomState)) and not getattr(
                 _SEARCHING, "active", False):
-            new.random_state = _independent_child(state)
+            copied = state is self.__dict__.get("_copied_generator")
+            new.random_state = _independent_child(state, os_entropy=copied)
         return new
 
 

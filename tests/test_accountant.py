@@ -393,6 +393,37 @@ def test_a_forked_child_gets_a_new_process_token():
     assert not acc.detached
 
 
+def test_a_forked_child_without_an_accountant_charges_its_own_default():
+    # The multiprocessing (fork) backend: a child inherited the parent's
+    # built-in default, which refused to charge as a copy, so whether
+    # cross_val_score(DPLinearRegression(), n_jobs=2) ran depended on whether
+    # the parent had created its default before the fork (parallel review).
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    import numpy as np
+
+    from dp_glm_sklearn import DPLinearRegression
+
+    parent_default = accountant_module.get_default_accountant()  # exists at the fork
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: fit with accountant=None, report its default's ledger
+        try:
+            DPLinearRegression(y_bound=3.0, random_state=0).fit(X, X[:, 0])
+            os.write(write, b"%d" % len(accountant_module.get_default_accountant().history))
+        except BaseException:
+            os.write(write, b"E")
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    answer = os.read(read, 1)
+    os.close(read)
+    assert answer == b"1"
+    assert accountant_module.get_default_accountant() is parent_default
+
+
 def test_loky_worker_cannot_charge_a_copy():
     acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
     acc.spend(PureDPEvent(0.1))

@@ -651,7 +651,9 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         # process-wide, so the threading backend's workers are silenced too
         # (_fit_candidate silences a worker process itself).
         with silenced():
-            fitted = Parallel(n_jobs=self.n_jobs)(delayed_jobs)
+            # verbose=0 whatever joblib's parallel_config says: its progress
+            # lines count the tasks, i.e. the random search's secret K.
+            fitted = Parallel(n_jobs=self.n_jobs, verbose=0)(delayed_jobs)
         if slot.has_random_state:
             # The child seed decides the candidate's noise: whoever holds it
             # can subtract the noise from the released model.  It must not

@@ -110,11 +110,17 @@ _PROCESS_TOKEN = uuid.uuid4().hex
 def _after_fork_in_child():
     """A new token, and new locks: a lock another thread of the parent held
     at the fork would never be released in the child, where a fit waiting
-    for it would hang.  (The child's accountants are read-only copies.)"""
-    global _PROCESS_TOKEN, _REGISTRY_LOCK, _DEFAULT_LOCK
+    for it would hang.  (The child's accountants are read-only copies.)
+
+    The built-in default is the child's own, as in a spawned worker
+    (:func:`get_default_accountant`): the parent's copy refused to charge,
+    so whether a forked worker's fit with ``accountant=None`` ran depended
+    on whether the parent had created its default before the fork."""
+    global _PROCESS_TOKEN, _REGISTRY_LOCK, _DEFAULT_LOCK, _builtin_default
     _PROCESS_TOKEN = uuid.uuid4().hex
     _REGISTRY_LOCK = threading.Lock()
     _DEFAULT_LOCK = threading.Lock()
+    _builtin_default = None
     for accountant in list(_LIVE):
         accountant._lock = threading.Lock()
 
