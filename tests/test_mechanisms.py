@@ -24,7 +24,7 @@ from dp_glm_sklearn import (
 from dp_glm_sklearn._base import default_delta
 from dp_glm_sklearn._objective import GLMObjective, PublicProblem
 from dp_glm_sklearn.losses import HuberLoss, LogisticLoss, MultinomialLoss, SquaredLoss
-from dp_glm_sklearn.mechanisms import MECHANISMS, calibrate, resolve, train
+from dp_glm_sklearn.mechanisms import MECHANISMS, calibrate, draw_public, resolve, train
 from dp_glm_sklearn.mechanisms._common import Calibration, project_ball
 from dp_glm_sklearn.mechanisms._solver import gradient_mapping_norm, solve_constrained_erm
 from dp_glm_sklearn.mechanisms.auto import (
@@ -820,6 +820,20 @@ def test_jl_projected_rows_are_allocated_before_the_charge(nnz_per_row, monkeypa
     clf = _est(DPLogisticRegression, method="jl", projection_dim=k, max_iter=2)
     after = _peak_after_the_charge(monkeypatch, lambda: clf.fit(X, y))
     assert after < n * k * 8 / 8, after / 2**20
+
+
+def test_jl_projected_rows_are_workspace_not_public_parameters():
+    """The buffer that training fills with projected private rows is kept out of
+    the calibration's public ``params`` and out of its repr."""
+    problem = _problem(LogisticLoss(), n=100, d=50)
+    cal = draw_public("jl", problem, calibrate("jl", problem, 1.0, 1e-6, max_iter=5,
+                                               projection_dim=5), np.random.default_rng(0))
+    assert cal.workspace["projected_rows"].shape == (100, 5)
+    assert not any(isinstance(v, np.ndarray) and v.shape == (100, 5)
+                   for v in cal.params.values())
+    assert "workspace" not in repr(cal)
+
+
 @pytest.mark.parametrize("params,name", [
     (dict(projection_dim=0), "projection_dim"),
     (dict(projection_dim=2.5), "projection_dim"),

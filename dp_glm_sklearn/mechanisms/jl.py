@@ -122,7 +122,7 @@ def draw_projection(projection_dim, n_features, rng, sparse):
 
 def draw_public(problem, calibration, rng):
     """The calibration with JL's projection drawn (``params["projection"]``)
-    and the n x k array of projected rows allocated (``params["projected_rows"]``).
+    and the n x k array of projected rows allocated (``workspace["projected_rows"]``).
 
     The projection is data-independent, so it is drawn before the
     accountant is charged: one too large for memory (a hashed d of 2**22
@@ -150,8 +150,8 @@ def draw_public(problem, calibration, rng):
     # the charge, depended on the data.  Dense costs that worst case, known
     # from (n, k), and the same arithmetic for every X of a shape.
     rows = np.empty((problem.n_samples, k))
-    return replace(calibration, params={**calibration.params, "projection": phi,
-                                        "projected_rows": rows})
+    return replace(calibration, params={**calibration.params, "projection": phi},
+                   workspace={**calibration.workspace, "projected_rows": rows})
 
 
 def project_rows(X, phi, feature_norm, out=None):
@@ -205,11 +205,12 @@ def jl(objective, calibration, rng):
     if k == d:
         return noisy_gd(objective, calibration, rng)
     if "projection" not in params:
-        params = draw_public(problem, calibration, rng).params
+        calibration = draw_public(problem, calibration, rng)
+        params = calibration.params
     phi = params["projection"]
     projected = GLMObjective(params["problem"],
                              project_rows(objective.X, phi, problem.feature_norm,
-                                          out=params.get("projected_rows")),
+                                          out=calibration.workspace.get("projected_rows")),
                              objective.y)
     theta_k, n_iter = noisy_gd(projected, calibration, rng)
     theta = np.empty(problem.theta_shape)
