@@ -337,6 +337,8 @@ def test_a_new_process_with_the_same_pid_gets_a_read_only_copy(monkeypatch):
     assert len(loaded.history) == 1
 
 
+# (Python 3.12+ warns of any fork in a process with threads: the point here.)
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_child_forked_while_accountant_locks_are_held_does_not_hang():
     # The locks survived a fork: a child forked while another thread of the
     # parent held one (a charge in progress) hung for good in its first fit
@@ -373,6 +375,7 @@ def test_a_child_forked_while_accountant_locks_are_held_does_not_hang():
     assert os.waitstatus_to_exitcode(status) == 0
 
 
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_gets_a_new_process_token():
     if not hasattr(os, "fork"):
         pytest.skip("no fork on this platform")
@@ -393,6 +396,7 @@ def test_a_forked_child_gets_a_new_process_token():
     assert not acc.detached
 
 
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 def test_a_forked_child_without_an_accountant_charges_its_own_default():
     # The multiprocessing (fork) backend: a child inherited the parent's
     # built-in default, which refused to charge as a copy, so whether
