@@ -1768,6 +1768,12 @@ def test_preprocessing_failing_on_a_part_is_refused_before_any_charge(wrapper):
     y = (X[:, 0] == "a").astype(int)
     pipe = Pipeline([("onehot", OneHotEncoder()),
                      ("dp", DPLogisticRegression(feature_norm=1.5, classes=[0, 1]))])
+    outcomes = _outcomes_over_seeds(wrapper, pipe, X, y)
+    assert set(outcomes) == {"refused", "fitted"}  # both paths ran
+
+
+def _outcomes_over_seeds(wrapper, pipe, X, y):
+    """``_refused_or_charged_once`` of the wrapper over ``pipe`` for seeds 0-7."""
     outcomes = []
     for seed in range(8):
         acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
@@ -1780,7 +1786,7 @@ def test_preprocessing_failing_on_a_part_is_refused_before_any_charge(wrapper):
         else:
             search = DPConfidenceBoosting(pipe, n_models=2, **kwargs)
         outcomes.append(_refused_or_charged_once(search, acc, X, y, "What failed is not shown"))
-    assert set(outcomes) == {"refused", "fitted"}  # both paths ran
+    return outcomes
 
 
 @pytest.mark.parametrize("wrapper", ["grid", "random", "boosting"])
@@ -1805,18 +1811,7 @@ def test_preprocessing_output_unusable_on_a_part_is_refused_before_any_charge(wr
         X[17, 0] = 1.0
     pipe = Pipeline([("head", head),
                      ("dp", DPLogisticRegression(feature_norm=1.5, classes=[0, 1]))])
-    outcomes = []
-    for seed in range(8):
-        acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
-        kwargs = dict(epsilon=1.0, delta=DELTA, random_state=seed, accountant=acc)
-        grid = {"dp__norm_bound": [1.0, 2.0]}
-        if wrapper == "grid":
-            search = DPGridSearchCV(pipe, grid, **kwargs)
-        elif wrapper == "random":
-            search = DPRandomizedSearchCV(pipe, grid, **kwargs)
-        else:
-            search = DPConfidenceBoosting(pipe, n_models=2, **kwargs)
-        outcomes.append(_refused_or_charged_once(search, acc, X, y, "What failed is not shown"))
+    outcomes = _outcomes_over_seeds(wrapper, pipe, X, y)
     assert "refused" in outcomes  # the record fell in a validation part
 
 
