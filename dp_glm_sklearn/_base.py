@@ -21,6 +21,7 @@ shared base (``_get_loss``, ``_y_interval``), the classifier by overriding
 
 import functools
 import threading
+import weakref
 from numbers import Integral, Real
 
 import numpy as np
@@ -185,6 +186,9 @@ def _independent_child(random_state, *, os_entropy=False):
 
 # Set while a search fits (see _clones_draw_nothing), in the thread that clones.
 _SEARCHING = threading.local()
+# Unpickled (or deep-copied) estimators -> the copy of a generator they arrived
+# with (_IndependentNoiseOnCloneMixin): weak keys, so nothing outlives them.
+_COPIED_GENERATORS = weakref.WeakKeyDictionary()
 
 
 def _clones_draw_nothing(fit):
@@ -237,16 +241,19 @@ class _IndependentNoiseOnCloneMixin:
         super().__setstate__(state)
         generator = self.__dict__.get("random_state")
         if isinstance(generator, (np.random.Generator, np.random.RandomState)):
-            # The object itself, not its id: kept alive, it cannot be mistaken
-            # for a generator given later with set_params.
-            self.__dict__["_copied_generator"] = generator
+            # Kept outside the estimator, so that it is never pickled with it
+            # (a candidate's post-fit generator came back from a worker this
+            # way, and rode along in best_estimator_); the object itself, not
+            # its id, so that a generator given later with set_params is not
+            # mistaken for it.
+            _COPIED_GENERATORS[self] = generator
 
     def __sklearn_clone__(self):
         new = super().__sklearn_clone__()
         state = getattr(self, "random_state", None)
         if isinstance(state, (np.random.Generator, np.random.RandomState)) and not getattr(
                 _SEARCHING, "active", False):
-            copied = state is self.__dict__.get("_copied_generator")
+            copied = state is _COPIED_GENERATORS.get(self)
             new.random_state = _independent_child(state, os_entropy=copied)
         return new
 

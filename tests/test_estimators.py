@@ -200,6 +200,37 @@ def test_clones_of_copies_sent_to_workers_draw_independent_noise(make):
     np.testing.assert_array_equal(clone(fresh).fit(X, y).coef_, clone(est).fit(X, y).coef_)
 
 
+def _generators_in(est):
+    return sorted(name for name, value in vars(est).items()
+                  if isinstance(value, (np.random.Generator, np.random.RandomState)))
+
+
+def test_an_unpickled_estimator_carries_no_generator_but_its_random_state():
+    # The mark of a copied generator was kept in the estimator's __dict__, so it
+    # was pickled again with it: a search's candidates came back from process
+    # workers with their post-fit generator there, and best_estimator_'s pickle
+    # let whoever held it rewind that generator and replay the noise; after
+    # set_params(random_state=None) a generator still rode along.
+    import pickle
+
+    from joblib import parallel_config
+
+    X, y = _regression(n=200, d=3)
+    est = DPLinearRegression(y_bound=10, random_state=np.random.default_rng(1))
+    loaded = pickle.loads(pickle.dumps(est))
+    assert _generators_in(loaded) == ["random_state"]
+    loaded.set_params(random_state=None).fit(X, y)
+    assert _generators_in(pickle.loads(pickle.dumps(loaded))) == []
+    user = np.random.default_rng(5)
+    with parallel_config(backend="loky"), pytest.warns(UserWarning, match="is ignored"):
+        search = DPGridSearchCV(DPLinearRegression(y_bound=10, random_state=user),
+                                {"norm_bound": [1.0, 2.0]}, n_jobs=2, random_state=3).fit(X, y)
+    assert _generators_in(search.best_estimator_) == ["random_state"]
+    assert search.best_estimator_.random_state is user
+    published = pickle.loads(pickle.dumps(search.best_estimator_))
+    assert _generators_in(published) == ["random_state"]
+
+
 def test_sparse_input_gives_the_same_model_as_dense():
     X, y = _regression(n=300, d=8)
     X[np.abs(X) < 1] = 0.0

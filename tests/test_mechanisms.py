@@ -272,6 +272,25 @@ def test_output_perturbation_accuracy_is_within_float_resolution(loss, d, n):
         assert e == 1e-3 * main  # the nominal accuracy where the floats allow it
 
 
+@pytest.mark.skipif(np.finfo(np.longdouble).eps > 1e-18, reason="needs 80-bit long double")
+def test_certificate_projection_is_inside_the_ball_and_close_to_the_exact_one():
+    """Inside the ball in exact arithmetic, within 24 u radius of the exact
+    projection, whatever p and the magnitudes (norms above 1.3e154 raised an
+    OverflowError in fsum; a BLAS norm errs by up to p u)."""
+    ld = np.longdouble
+    rng = np.random.default_rng(0)
+    cases = [(np.array([1e154, 1e154]), 1.0), (np.array([1e300, -1e300, 3.0]), 1e-100),
+             (rng.standard_normal(10**6), 10.0), (np.full(7, 1e-300), 1e100),
+             (np.array([1e200, 1.0]), 5.0), (np.array([1.0, 0.0]), 1.0),
+             (np.full(4, 0.5), 1.0), (rng.standard_normal((50, 3)) * 1e-320, 1e-100)]
+    for v, radius in cases:
+        w = op_module._project_inside(v, radius)
+        assert np.sqrt(np.sum(w.astype(ld) ** 2)) <= radius
+        norm = np.sqrt(np.sum(v.astype(ld) ** 2))
+        exact = v.astype(ld) * (ld(radius) / norm) if norm > radius else v.astype(ld)
+        assert np.sqrt(np.sum((w.astype(ld) - exact) ** 2)) <= 24 * 2.0**-53 * radius
+
+
 def _reference_gradient(objective, theta):
     """The exact (long double) average gradient of ``objective`` at theta, unclipped."""
     ld = np.longdouble

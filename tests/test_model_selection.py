@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 import sklearn
 from joblib import parallel_config
 from scipy.stats import randint
@@ -424,6 +425,25 @@ def test_validation_scores_many_classes_in_blocks(scoring):
     finally:
         tracemalloc.stop()
     assert peak < 4000 * 5000 * 8, peak / 2**20
+
+
+@pytest.mark.parametrize("scoring", ["accuracy", "loss"])
+@pytest.mark.parametrize("kind", ["dense", "sparse", "pandas", "lists"])
+def test_blocked_validation_scores_equal_the_unblocked_ones(scoring, kind, monkeypatch):
+    """Row blocks change no validation loss (predictions are row by row)."""
+    pd = pytest.importorskip("pandas") if kind == "pandas" else None
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((60, 3)), rng.integers(0, 3, 60)
+    est = DPLogisticRegression(classes=[0, 1, 2], feature_norm=3.0, random_state=0).fit(X, y)
+    Xv = {"dense": X, "sparse": sp.csr_matrix(X), "lists": X.tolist(),
+          "pandas": pd.DataFrame(X, index=rng.permutation(60)) if pd else None}[kind]
+    yv = y.tolist() if kind == "lists" else y
+    slot = _slot._find_dp_slot(est)
+    whole = _scores._validation_losses(est, slot, scoring, Xv, yv)
+    monkeypatch.setattr(_scores, "_SCORE_BLOCK_BYTES", 7 * 8 * 3)  # blocks of 7 rows
+    blocked = _scores._validation_losses(est, slot, scoring, Xv, yv)
+    np.testing.assert_array_equal(blocked[0], whole[0])
+    assert blocked[1] == whole[1]
 
 
 # -- scikit-learn integration ------------------------------------------------------------

@@ -84,7 +84,7 @@ from ..losses import SquaredLoss
 from ..privacy.calibration import gaussian_sigma, gdp_mu, gdp_mu_of_noise
 from ..privacy.events import GaussianEvent
 from ..privacy.noise import add_gaussian_noise
-from ._common import Calibration
+from ._common import Calibration, project_ball
 from ._solver import solve_constrained_erm
 from .auto import OPTIMIZATION_ACCURACY_RATIO, default_l2
 
@@ -264,11 +264,22 @@ def _project_inside(theta, radius):
     the scaling.  (The certificate of :func:`certified_minimizer` needs its
     point in the ball, and its error independent of p.)
     """
-    norm = math.sqrt(math.fsum(np.square(theta).ravel()))
+    top = float(np.max(np.abs(theta))) if theta.size else 0.0
+    if not 0.0 < top < math.inf:
+        return project_ball(theta, radius)  # 0: inside; inf or NaN: the caller's to handle
+    # Scaled by a power of two (exact) so that the squares neither overflow
+    # (fsum raises on an intermediate overflow) nor underflow.
+    e = math.frexp(top)[1]
+    unit = np.ldexp(theta, -e)
+    norm = math.sqrt(math.fsum(np.square(unit).ravel()))
     inside = radius * (1.0 - 16.0 * _U)
-    if norm <= inside:
+    try:
+        limit = math.ldexp(inside, -e)
+    except OverflowError:  # tiny theta, a large radius: inside
+        limit = math.inf
+    if norm <= limit:
         return theta
-    return theta * (inside / norm)
+    return unit * (inside / norm)
 
 
 def certified_minimizer(objective, l2, accuracy, max_steps):

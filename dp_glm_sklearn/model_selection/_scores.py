@@ -126,6 +126,8 @@ def _validation_losses(estimator, slot, scoring, X, y):
             return _clipped_losses(estimator, slot, scoring, X, y)
         # Many classes: the scores (n_val x K) in blocks of rows, as in training
         # (a million declared classes asked for GBs here, after the charge).
+        # Predictions are row by row; a user's step whose transform mixes rows
+        # (outside the guarantee anyway: _slot) would see blocks, not the part.
         parts = [_clipped_losses(estimator, slot, scoring, safe_indexing(X, block),
                                  safe_indexing(y, block))
                  for block in np.array_split(np.arange(len(y)), -(-len(y) // rows))]
