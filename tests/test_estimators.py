@@ -198,6 +198,14 @@ def test_clones_of_copies_sent_to_workers_draw_independent_noise(make):
     # A generator given afterwards is the estimator's own: clones reproducible again.
     fresh = copies[0].set_params(random_state=make(7))
     np.testing.assert_array_equal(clone(fresh).fit(X, y).coef_, clone(est).fit(X, y).coef_)
+    # The wrapper itself, in loky worker processes: three identical targets.
+    from joblib import parallel_config
+    from sklearn.multioutput import MultiOutputRegressor
+
+    with parallel_config(backend="loky"):
+        multi = MultiOutputRegressor(clone(est), n_jobs=2).fit(X, np.column_stack([y] * 3))
+    coefs = [model.coef_ for model in multi.estimators_]
+    assert not np.allclose(coefs[0], coefs[1]) and not np.allclose(coefs[1], coefs[2])
 
 
 def _generators_in(est):
