@@ -20,6 +20,7 @@ shared base (``_get_loss``, ``_y_interval``), the classifier by overriding
 """
 
 import functools
+import os
 import threading
 import weakref
 from numbers import Integral, Real
@@ -186,9 +187,22 @@ def _independent_child(random_state, *, os_entropy=False):
 
 # Set while a search fits (see _clones_draw_nothing), in the thread that clones.
 _SEARCHING = threading.local()
-# Unpickled (or deep-copied) estimators -> the copy of a generator they arrived
-# with (_IndependentNoiseOnCloneMixin): weak keys, so nothing outlives them.
-_COPIED_GENERATORS = weakref.WeakKeyDictionary()
+_GENERATORS = (np.random.Generator, np.random.RandomState)
+# The estimators whose random_state is a generator, by id (hashing an estimator
+# may fail or mix up equal ones), as weak references: at a fork, their
+# generators become copies the parent and every sibling share.
+_GENERATOR_HOLDERS = {}
+
+
+def _mark_generators_copied_after_fork():
+    for ref in list(_GENERATOR_HOLDERS.values()):
+        estimator = ref()
+        if estimator is not None:
+            estimator._mark_copied_generator()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_mark_generators_copied_after_fork)
 
 
 def _clones_draw_nothing(fit):
@@ -235,25 +249,41 @@ class _IndependentNoiseOnCloneMixin:
     their clones drew the same child seed and every output's model the same
     noise.  Clones of such a copy mix 128 bits of OS entropy into their seed:
     independent noise, not reproducible.
+
+    The mark (``_copied_generator``: the very object ``random_state`` holds)
+    is set on unpickling and, for the estimators alive at the time, in a
+    forked child; it is never pickled, and any new ``random_state``
+    (``set_params``, a search putting the user's back) drops it.
     """
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        if name == "random_state":
+            self.__dict__.pop("_copied_generator", None)
+            key = id(self)
+            if isinstance(value, _GENERATORS) and key not in _GENERATOR_HOLDERS:
+                _GENERATOR_HOLDERS[key] = weakref.ref(
+                    self, lambda ref, key=key: _GENERATOR_HOLDERS.pop(key, None))
+
+    def _mark_copied_generator(self):
+        generator = self.__dict__.get("random_state")
+        if isinstance(generator, _GENERATORS):
+            self.__dict__["_copied_generator"] = generator
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        state.pop("_copied_generator", None)
+        return state
 
     def __setstate__(self, state):
         super().__setstate__(state)
-        generator = self.__dict__.get("random_state")
-        if isinstance(generator, (np.random.Generator, np.random.RandomState)):
-            # Kept outside the estimator, so that it is never pickled with it
-            # (a candidate's post-fit generator came back from a worker this
-            # way, and rode along in best_estimator_); the object itself, not
-            # its id, so that a generator given later with set_params is not
-            # mistaken for it.
-            _COPIED_GENERATORS[self] = generator
+        self._mark_copied_generator()
 
     def __sklearn_clone__(self):
         new = super().__sklearn_clone__()
         state = getattr(self, "random_state", None)
-        if isinstance(state, (np.random.Generator, np.random.RandomState)) and not getattr(
-                _SEARCHING, "active", False):
-            copied = state is _COPIED_GENERATORS.get(self)
+        if isinstance(state, _GENERATORS) and not getattr(_SEARCHING, "active", False):
+            copied = state is self.__dict__.get("_copied_generator")
             new.random_state = _independent_child(state, os_entropy=copied)
         return new
 
