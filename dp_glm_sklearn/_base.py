@@ -271,7 +271,9 @@ class _IndependentNoiseOnCloneMixin:
             self.__dict__["_copied_generator"] = generator
 
     def __getstate__(self):
-        state = super().__getstate__()
+        # A copy: from Python 3.11 object.__getstate__ returns __dict__ itself,
+        # and popping there unmarked the live estimator being pickled.
+        state = dict(super().__getstate__())
         state.pop("_copied_generator", None)
         return state
 

@@ -333,6 +333,20 @@ def test_estimator_saved_outside_any_block_fits_in_another_process(tmp_path):
     assert lines == ["charged 2"]  # the estimator and its clone, no refusal
 
 
+def test_estimator_pickled_inside_then_outside_a_block_fits_in_another_process(tmp_path):
+    # Pickling inside a block wrote the block's accountant into the live
+    # estimator (Python 3.11's object.__getstate__ returns __dict__ itself):
+    # pickled again outside any block, it still carried it and refused there.
+    saved = tmp_path / "est.pkl"
+    est = DPLinearRegression(random_state=0)
+    with default_accountant(PrivacyAccountant(epsilon=5.0)):
+        pickle.dumps(est)
+    assert "_pickled_default_accountant" not in est.__dict__
+    saved.write_bytes(pickle.dumps(est))
+    lines = _fit_in_fresh_process(saved, "none").strip().splitlines()
+    assert lines == ["charged 2"]
+
+
 def test_a_default_saved_in_this_process_and_gone_is_refused_as_such(data):
     X, y = data
     gone = PrivacyAccountant(epsilon=5.0)

@@ -698,7 +698,11 @@ class _DefaultAccountantMixin:
         return current
 
     def __getstate__(self):
-        state = super().__getstate__()
+        # A copy: from Python 3.11 object.__getstate__ returns __dict__ itself,
+        # and the key added below stayed in the live estimator (pickled once
+        # inside a default_accountant block, then again outside it, it still
+        # carried the block's accountant and refused in another process).
+        state = dict(super().__getstate__())
         user_default = _user_default_accountant()
         if self.accountant is None and user_default is not None:
             state["_pickled_default_accountant"] = user_default
