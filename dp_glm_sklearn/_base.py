@@ -192,6 +192,17 @@ _GENERATORS = (np.random.Generator, np.random.RandomState)
 # may fail or mix up equal ones), as weak references: at a fork, their
 # generators become copies the parent and every sibling share.
 _GENERATOR_HOLDERS = {}
+# Copied generators (id -> weak reference to an estimator marked with it): a
+# copy handed to another estimator (set_params, a search giving its fitted
+# candidates the user's random_state back) stays marked as a copy.
+_COPIED = {}
+
+
+def _is_copied(generator):
+    ref = _COPIED.get(id(generator))
+    holder = ref() if ref is not None else None
+    # The holder is alive and holds this very object: its id is not reused.
+    return holder is not None and holder.__dict__.get("_copied_generator") is generator
 
 
 def _mark_generators_copied_after_fork():
@@ -258,17 +269,23 @@ class _IndependentNoiseOnCloneMixin:
 
     def __setattr__(self, name, value):
         super().__setattr__(name, value)
-        if name == "random_state":
+        if name == "random_state" and self.__dict__.get("_copied_generator") is not value:
             self.__dict__.pop("_copied_generator", None)
-            key = id(self)
-            if isinstance(value, _GENERATORS) and key not in _GENERATOR_HOLDERS:
-                _GENERATOR_HOLDERS[key] = weakref.ref(
-                    self, lambda ref, key=key: _GENERATOR_HOLDERS.pop(key, None))
+            if isinstance(value, _GENERATORS):
+                if _is_copied(value):  # a copy handed over stays a copy
+                    self._mark_copied_generator()
+                key = id(self)
+                if key not in _GENERATOR_HOLDERS:
+                    _GENERATOR_HOLDERS[key] = weakref.ref(
+                        self, lambda ref, key=key: _GENERATOR_HOLDERS.pop(key, None))
 
     def _mark_copied_generator(self):
         generator = self.__dict__.get("random_state")
         if isinstance(generator, _GENERATORS):
             self.__dict__["_copied_generator"] = generator
+            key = id(generator)
+            if not _is_copied(generator):
+                _COPIED[key] = weakref.ref(self, lambda ref, key=key: _COPIED.pop(key, None))
 
     def __getstate__(self):
         # A copy: from Python 3.11 object.__getstate__ returns __dict__ itself,

@@ -242,6 +242,16 @@ def test_an_unpickled_estimator_carries_no_generator_but_its_random_state():
     a, b = (clone(again).set_params(method="output_perturbation").fit(X, y).coef_
             for again in (loaded, twin))
     assert not np.allclose(a, b)  # independent Gaussian noise, P < 1e-14
+    # Giving a copy its own generator again, or handing it to another estimator
+    # (as a search gives its candidates the user's random_state back), keeps
+    # the mark: reassigning the same object dropped it, and two loads then
+    # cloned to identical noise (P < 1e-14 each, as above).
+    loaded.set_params(**loaded.get_params())
+    twin.random_state = twin.random_state
+    other = DPLinearRegression(y_bound=10, random_state=twin.random_state)
+    a, b, c = (clone(copied).set_params(method="output_perturbation").fit(X, y).coef_
+               for copied in (loaded, twin, other))
+    assert not np.allclose(a, b) and not np.allclose(b, c)
     loaded.set_params(random_state=None).fit(X, y)
     assert _generators_in(loaded) == set()
     assert _generators_in(pickle.loads(pickle.dumps(loaded))) == set()
