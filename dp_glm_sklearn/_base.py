@@ -192,17 +192,30 @@ _GENERATORS = (np.random.Generator, np.random.RandomState)
 # may fail or mix up equal ones), as weak references: at a fork, their
 # generators become copies the parent and every sibling share.
 _GENERATOR_HOLDERS = {}
-# Copied generators (id -> weak reference to an estimator marked with it): a
-# copy handed to another estimator (set_params, a search giving its fitted
-# candidates the user's random_state back) stays marked as a copy.
+# Copied generators: id(generator) -> {id(estimator): weak reference} of the
+# estimators marked with it, so that a copy handed to another estimator
+# (set_params, a search giving its fitted candidates the user's random_state
+# back) stays marked as a copy while any of them still holds it.
 _COPIED = {}
 
 
 def _is_copied(generator):
-    ref = _COPIED.get(id(generator))
-    holder = ref() if ref is not None else None
-    # The holder is alive and holds this very object: its id is not reused.
-    return holder is not None and holder.__dict__.get("_copied_generator") is generator
+    # A holder that is alive and holds this very object: the id is not reused.
+    return any(holder is not None and holder.__dict__.get("_copied_generator") is generator
+               for holder in (ref() for ref in list(_COPIED.get(id(generator), {}).values())))
+
+
+def _register_copy(generator, holder):
+    key, holder_key = id(generator), id(holder)
+
+    def forget(ref):
+        holders = _COPIED.get(key)
+        if holders is not None and holders.get(holder_key) is ref:
+            del holders[holder_key]
+            if not holders:
+                _COPIED.pop(key, None)
+
+    _COPIED.setdefault(key, {})[holder_key] = weakref.ref(holder, forget)
 
 
 def _mark_generators_copied_after_fork():
@@ -283,9 +296,7 @@ class _IndependentNoiseOnCloneMixin:
         generator = self.__dict__.get("random_state")
         if isinstance(generator, _GENERATORS):
             self.__dict__["_copied_generator"] = generator
-            key = id(generator)
-            if not _is_copied(generator):
-                _COPIED[key] = weakref.ref(self, lambda ref, key=key: _COPIED.pop(key, None))
+            _register_copy(generator, self)
 
     def __getstate__(self):
         # A copy: from Python 3.11 object.__getstate__ returns __dict__ itself,

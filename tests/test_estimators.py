@@ -252,6 +252,11 @@ def test_an_unpickled_estimator_carries_no_generator_but_its_random_state():
     a, b, c = (clone(copied).set_params(method="output_perturbation").fit(X, y).coef_
                for copied in (loaded, twin, other))
     assert not np.allclose(a, b) and not np.allclose(b, c)
+    # ... also once the first estimator marked with it has moved on: every
+    # holder vouches for the copy, not the first one only.
+    third = DPLinearRegression(y_bound=10, random_state=twin.random_state)
+    twin.set_params(random_state=0)
+    assert "_copied_generator" in DPLinearRegression(random_state=third.random_state).__dict__
     loaded.set_params(random_state=None).fit(X, y)
     assert _generators_in(loaded) == set()
     assert _generators_in(pickle.loads(pickle.dumps(loaded))) == set()
