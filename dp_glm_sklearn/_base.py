@@ -197,6 +197,10 @@ _GENERATOR_HOLDERS = {}
 # (set_params, a search giving its fitted candidates the user's random_state
 # back) stays marked as a copy while any of them still holds it.
 _COPIED = {}
+# Held while _COPIED changes: a holder's callback emptying and dropping a
+# generator's entry between another thread's lookup and store orphaned the
+# new holder (re-entrant: a callback can run in the thread holding it).
+_COPIED_LOCK = threading.RLock()
 
 
 def _is_copied(generator):
@@ -209,16 +213,21 @@ def _register_copy(generator, holder):
     key, holder_key = id(generator), id(holder)
 
     def forget(ref):
-        holders = _COPIED.get(key)
-        if holders is not None and holders.get(holder_key) is ref:
-            del holders[holder_key]
-            if not holders:
-                _COPIED.pop(key, None)
+        with _COPIED_LOCK:
+            holders = _COPIED.get(key)
+            if holders is not None and holders.get(holder_key) is ref:
+                del holders[holder_key]
+                if not holders:
+                    _COPIED.pop(key, None)
 
-    _COPIED.setdefault(key, {})[holder_key] = weakref.ref(holder, forget)
+    ref = weakref.ref(holder, forget)
+    with _COPIED_LOCK:
+        _COPIED.setdefault(key, {})[holder_key] = ref
 
 
 def _mark_generators_copied_after_fork():
+    global _COPIED_LOCK
+    _COPIED_LOCK = threading.RLock()  # another thread may have held it at the fork
     for ref in list(_GENERATOR_HOLDERS.values()):
         estimator = ref()
         if estimator is not None:

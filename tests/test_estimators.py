@@ -6,6 +6,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 
 import numpy as np
@@ -293,6 +294,51 @@ def test_clones_in_a_forked_child_draw_independent_noise():
         coefs.append(np.frombuffer(os.read(read, 1000)))
         os.close(read)
     assert coefs[0].shape == (3,) and not np.allclose(coefs[0], coefs[1])  # P < 1e-14
+
+
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_child_forked_while_the_copy_registry_lock_is_held_does_not_hang():
+    # Another thread held the registry's lock at the fork: the child's fork
+    # hook, marking the estimators it inherited, would wait for it for ever.
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    import pickle
+    import threading
+
+    est = DPLinearRegression(random_state=np.random.default_rng(1))
+    held, release = threading.Event(), threading.Event()
+
+    def hold():
+        with base_module._COPIED_LOCK:
+            held.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    held.wait(10)
+    try:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                loaded = pickle.loads(pickle.dumps(est))  # registers: takes the lock
+                os.write(write, b"%d" % ("_copied_generator" in vars(loaded)))
+            finally:
+                os._exit(0)
+        os.close(write)
+        deadline = time.monotonic() + 20
+        while os.waitpid(pid, os.WNOHANG) == (0, 0):  # (0, 0): still running
+            if time.monotonic() > deadline:  # hung
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                pytest.fail("the forked child hung on the registry's lock")
+            time.sleep(0.05)
+        answer = os.read(read, 1)
+        os.close(read)
+    finally:
+        release.set()
+        thread.join()
+    assert answer == b"1"
 
 
 class _ComparedByValue(DPLinearRegression):
