@@ -10,14 +10,15 @@ the data, adds the noise through :mod:`dp_glm_sklearn.privacy.noise`).
 
 import numpy as np
 
+from .._objective import _N_GROUPS
 from ..privacy.events import GaussianEvent
 from ._common import Calibration
-from ._solver import solve_constrained_erm
+from ._solver import LBFGS_PAIRS, solve_constrained_erm
 from .auto import choose_method
 
 # Aliases keep the package attributes ``jl``, ``noisy_gd`` and
 # ``output_perturbation`` bound to the submodules, not to their functions.
-from .jl import calibrate_jl
+from .jl import calibrate_jl, projection_density
 from .jl import draw_public as _draw_public_jl
 from .jl import jl as _train_jl
 from .noisy_gd import calibrate_noisy_gd
@@ -72,12 +73,10 @@ def draw_public(method, problem, calibration, rng):
     return calibration
 
 
-#: Pairs of vectors L-BFGS keeps (``maxcor`` of :func:`._solver.solve_constrained_erm`).
-_LBFGS_PAIRS = 30
 #: Vectors of theta's size a gradient pass or a step may hold at once: one
-#: partial gradient per group of blocks (``_objective._N_GROUPS``), the
-#: iterates, the average, the noise and temporaries.
-_PASS_VECTORS = 16 + 16
+#: partial gradient per group of blocks, the iterates, the average, the noise
+#: and temporaries.
+_PASS_VECTORS = _N_GROUPS + 16
 
 
 def working_memory(method, problem, calibration):
@@ -92,12 +91,12 @@ def working_memory(method, problem, calibration):
     """
     p = int(np.prod(problem.theta_shape))
     if method in ("output_perturbation", "non_private"):
-        return 8 * (2 * _LBFGS_PAIRS + 16) * p
+        return 8 * (2 * LBFGS_PAIRS + 16) * p
     k, d = calibration.params.get("projection_dim"), problem.n_features
     if method != "jl" or k == d:  # (k = d: JL projects nothing, it is Noisy GD)
         return 8 * _PASS_VECTORS * p
     projected = calibration.params["problem"]
-    nonzeros = max(16 * d, k * np.sqrt(d))
+    nonzeros = k * d * projection_density(k, d, capped=False)
     return int(8 * (_PASS_VECTORS * np.prod(projected.theta_shape) + p
                     + problem.n_samples * k + 3 * nonzeros))
 

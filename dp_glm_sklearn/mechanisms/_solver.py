@@ -20,6 +20,11 @@ def gradient_mapping_norm(objective, theta, radius, l2=0.0):
     return float(L * np.linalg.norm(theta - project_ball(theta - g / L, radius)))
 
 
+#: Pairs of vectors L-BFGS keeps (its ``maxcor``); also sizes the working
+#: memory reserved before the charge (:func:`..mechanisms.working_memory`).
+LBFGS_PAIRS = 30
+
+
 def solve_constrained_erm(objective, radius, l2=0.0, tol=1e-10, max_iter=20000):
     """Minimize ``risk(theta) + l2/2 ||theta||^2`` over ``||theta|| <= radius``.
 
@@ -39,7 +44,7 @@ def solve_constrained_erm(objective, radius, l2=0.0, tol=1e-10, max_iter=20000):
 
     res = minimize(
         fun, np.zeros(np.prod(shape)), jac=True, method="L-BFGS-B",
-        options={"maxiter": max_iter, "gtol": tol, "ftol": 0.0, "maxcor": 30},
+        options={"maxiter": max_iter, "gtol": tol, "ftol": 0.0, "maxcor": LBFGS_PAIRS},
     )
     theta = res.x.reshape(shape)
     n_iter = int(res.nit)

@@ -86,6 +86,13 @@ def calibrate_jl(problem, epsilon, delta, max_iter, projection_dim=None):
     return Calibration(sigma=inner.sigma, events=(replace(event, label="jl"),), params=params)
 
 
+def projection_density(k, d, capped=True):
+    """The sparse projection's share of non-zero entries, ``max(1 / sqrt(d), 16 / k)``
+    (capped at 1 unless ``capped=False``)."""
+    density = max(1.0 / np.sqrt(d), _MIN_NONZEROS_PER_COLUMN / k)
+    return min(1.0, density) if capped else density
+
+
 def draw_projection(projection_dim, n_features, rng, sparse):
     """A random ``k x d`` JL matrix.
 
@@ -106,7 +113,7 @@ def draw_projection(projection_dim, n_features, rng, sparse):
     if not sparse:
         shape_only = sp.csr_matrix((1, d))  # fit reads nothing but n_features
         return GaussianRandomProjection(k, random_state=seed).fit(shape_only).components_
-    density = min(1.0, max(1.0 / np.sqrt(d), _MIN_NONZEROS_PER_COLUMN / k))
+    density = projection_density(k, d)
     draw = np.random.default_rng(seed)
     counts = draw.binomial(d, density, size=k)
     index_type = np.int32 if max(d, counts.sum()) <= np.iinfo(np.int32).max else np.int64
