@@ -172,6 +172,23 @@ def _rng(random_state):
     return np.random.default_rng(random_state)
 
 
+def _duplicates_summed(X):
+    """Validated X with a sparse matrix's duplicate stored entries summed.
+
+    Summed here, before the charge (the fit sums them anyway): each entry was
+    checked finite, their sum need not be (two entries of 1e308 released a
+    NaN model after the charge), so a sum that is not raises a ValueError.
+    """
+    if not sp.issparse(X):
+        return X
+    X = canonical_rows(X)
+    if not np.isfinite(X.data).all():
+        raise ValueError(
+            f"Input X contains infinity or a value too large for {X.dtype!r} "
+            "(after summing duplicate entries of the sparse matrix).")
+    return X
+
+
 def _independent_child(random_state, *, os_entropy=False):
     """A generator of the same kind, seeded with 128 bits drawn from ``random_state``
     (and 128 bits of OS entropy with ``os_entropy=True``)."""
@@ -372,15 +389,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             X, y = _validate_data_quietly(self, X, y, accept_sparse="csr",
                                           dtype=[np.float64, np.float32],
                                           y_numeric=not self._is_classifier())
-        if sp.issparse(X):
-            # Duplicate stored entries are summed here, before the charge (the
-            # fit sums them anyway): each was checked finite, their sum need not
-            # be (two entries of 1e308 released a NaN model after the charge).
-            X = canonical_rows(X)
-            if not np.isfinite(X.data).all():
-                raise ValueError(
-                    f"Input X contains infinity or a value too large for {X.dtype!r} "
-                    "(after summing duplicate entries of the sparse matrix).")
+        X = _duplicates_summed(X)
         self._check_targets(y, warn=warn)
         return X, y
 

@@ -8,13 +8,11 @@ replaced by messages that quote no value or private count of the data.
 """
 
 import numpy as np
-import scipy.sparse as sp
 from sklearn import config_context
 from sklearn.base import clone
 from sklearn.utils import check_array
 
-from .._base import _unquoted
-from .._objective import canonical_rows
+from .._base import _duplicates_summed, _unquoted
 from .._sklearn_compat import safe_indexing
 from .._warn import silenced
 
@@ -43,12 +41,10 @@ def _usable_output(Xt, n_features=None):
     given the ``n_features`` it was fitted on, predict on ``Xt``."""
     try:
         with config_context(assume_finite=False):
-            Xt = check_array(Xt, accept_sparse="csr", dtype=[np.float64, np.float32])
+            Xt = _duplicates_summed(check_array(Xt, accept_sparse="csr",
+                                                dtype=[np.float64, np.float32]))
     except (ValueError, TypeError):
         raise _UnusableOutput() from None
-    # Duplicate entries of a sparse matrix are summed by the fit: the sums must be finite too.
-    if sp.issparse(Xt) and not np.isfinite(canonical_rows(Xt).data).all():
-        raise _UnusableOutput()
     if n_features is not None and Xt.shape[1] != n_features:
         raise _UnusableOutput()
     return Xt.shape[1]
