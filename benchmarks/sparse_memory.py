@@ -11,9 +11,9 @@ accuracy of the true model (labels are drawn from it, so no classifier can
 expect more on average): the signal is weak, so train accuracies near it
 are as good as they get.
 
-Run: ``python benchmarks/sparse_memory.py [--methods noisy_gd,jl,auto,...,sklearn]``
-(about a minute).  Prints a table and, with the default methods, writes
-``benchmarks/results/sparse_memory.txt``.
+Run: ``python benchmarks/sparse_memory.py [--methods noisy_gd,jl,auto,...,sklearn]
+[--n 200000]`` (about a minute).  Prints a table and, with the default methods
+and n, writes ``benchmarks/results/sparse_memory.txt``.
 """
 
 import argparse
@@ -33,7 +33,7 @@ N, D, NNZ_PER_ROW = 20_000, 200_000, 20
 LIMIT_GB = 4.0
 
 
-def _child(method):
+def _child(method, N=N):
     import numpy as np
     import scipy.sparse as sp
     from sklearn.linear_model import LogisticRegression
@@ -72,17 +72,19 @@ def _child(method):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--methods", default=METHODS)
+    parser.add_argument("--n", type=int, default=N, help="rows (default %(default)s)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        _child(args.child)
+        _child(args.child, args.n)
         return
-    lines = [f"{N} x {D} sparse logistic regression, {NNZ_PER_ROW} non-zeros a row, "
+    lines = [f"{args.n} x {D} sparse logistic regression, {NNZ_PER_ROW} non-zeros a row, "
              f"epsilon = 1 (limit {LIMIT_GB:g} GB)",
              f"{'method':<20} {'trained with':<20} {'peak RSS GB':>11} {'seconds':>8} "
              f"{'train acc':>9}"]
     for method in args.methods.split(","):
-        out = subprocess.run([sys.executable, __file__, "--child", method], check=True,
+        out = subprocess.run([sys.executable, __file__, "--child", method, "--n", str(args.n)],
+                             check=True,
                              capture_output=True, text=True).stdout
         r = json.loads(out.strip().splitlines()[-1])
         verdict = "ok" if r["peak_gb"] <= LIMIT_GB else "OVER LIMIT"
@@ -90,10 +92,10 @@ def main():
                      f"{r['seconds']:>8.1f} {r['train_accuracy']:>9.3f}  {verdict}")
         print(lines[-1], flush=True)
     lines.append(f"(X itself: {r['x_mb']:.1f} MB in CSR; a dense copy would be "
-                 f"{N * D * 8 / 2**30:.0f} GiB; the true model's expected accuracy on these "
+                 f"{args.n * D * 8 / 2**30:.0f} GiB; the true model's expected accuracy on these "
                  f"labels: {r['true_model_accuracy']:.3f})")
     print(lines[-1])
-    if args.methods == METHODS:
+    if args.methods == METHODS and args.n == N:
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / "sparse_memory.txt").write_text("\n".join(lines) + "\n")
 

@@ -469,13 +469,14 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             with np.errstate(all="ignore"):
                 loss, y_enc, y_bound, y_offset = self._encode_targets(y)
             problem, method, calibration = self._public_plan(
-                X.shape[0], X.shape[1], loss, y_bound, epsilon, delta)
+                X.shape[0], X.shape[1], loss, y_bound, epsilon, delta, sparse=sp.issparse(X))
             for message in self._unused_options(method, problem.n_features):
                 warn_user(message, UserWarning)
             # Before the charge: a random_state numpy refuses (under
             # skip_parameter_validation) then fails with nothing spent.
             rng = _rng(self.random_state)
-            calibration = draw_public(method, problem, calibration, rng)
+            calibration = draw_public(method, problem, calibration, rng,
+                                      sparse=sp.issparse(X))
             accountant._record(calibration.events,
                                source=f"{type(self).__name__}(method={method!r})")
             with np.errstate(all="ignore"):
@@ -495,13 +496,14 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             raise
         return self
 
-    def _public_plan(self, n_samples, n_features, loss, y_bound, epsilon, delta):
+    def _public_plan(self, n_samples, n_features, loss, y_bound, epsilon, delta,
+                     sparse=False):
         """``(problem, method, calibration)``: the half of fit that reads no data.
 
-        Everything here is a function of public quantities (the shape of X,
-        the parameters, the budget); a bound or option it refuses is refused
-        before the charge, and the searches call it for each candidate
-        (:meth:`_check_public_plan`) before theirs.
+        Everything here is a function of public quantities (the shape and
+        storage of X, the parameters, the budget); a bound or option it
+        refuses is refused before the charge, and the searches call it for
+        each candidate (:meth:`_check_public_plan`) before theirs.
         """
         if self.max_iter is not None and not 1 <= self.max_iter <= MAX_ITER:
             # (Also under skip_parameter_validation: 2**40 steps ran for ever.)
@@ -530,7 +532,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             raise ValueError(self._bounds_message()) from None
         # Memory the training will need, sized by public quantities: a fit (or
         # a search's candidate) too large for it fails here, before the charge.
-        reserve_working_memory(method, problem, calibration)
+        reserve_working_memory(method, problem, calibration, sparse=sparse)
         return problem, method, calibration
 
     def _bounds_message(self):
@@ -548,10 +550,14 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             "smoothness they give must be finite. Rescale the data so that the bounds "
             "are moderate.")
 
-    def _check_public_plan(self, n_samples, n_features, epsilon, delta, classes=None):
-        """Raise what :meth:`_public_plan` would raise in ``fit``; return the method."""
+    def _check_public_plan(self, n_samples, n_features, epsilon, delta, classes=None,
+                           sparse=False):
+        """Raise what :meth:`_public_plan` would raise in ``fit``; return the method.
+
+        ``sparse=False`` (X's storage unknown) reserves the larger memory."""
         loss, y_bound, _ = self._public_loss(classes)
-        return self._public_plan(n_samples, n_features, loss, y_bound, epsilon, delta)[1]
+        return self._public_plan(n_samples, n_features, loss, y_bound, epsilon, delta,
+                                 sparse)[1]
 
     def _intercept_feature(self, n_features):
         """The constant public feature c appended to each row (SPEC 1).

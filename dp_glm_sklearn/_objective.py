@@ -345,14 +345,12 @@ class GLMObjective:
         # The one place rows are made canonical; huge rows are tamed block by
         # block as the kernel reads them (_block), and by JL's projection.
         X = canonical_rows(X)
-        self._exponents, norms = tame_exponents_and_norms(X, problem.feature_norm)
         self.X = X
         self.y = y
-        with np.errstate(divide="ignore"):
-            self.row_scale = np.minimum(1.0, problem.feature_norm / norms)
-        self.row_scale[norms == 0] = 1.0
+        self._row_dim = X.shape[1]
+        self._exponents, self.row_scale, clipped_norms = self._clipping(X)
         c = problem.intercept_feature
-        self.aug_norms = np.sqrt((self.row_scale * norms) ** 2 + c**2)
+        self.aug_norms = np.sqrt(clipped_norms**2 + c**2)
         n, d = X.shape
         # Blocks and threading from the public shape only (see _SPARSE_BLOCK_ROWS).
         self.block_size = block_rows(problem, sp.issparse(X))
@@ -373,6 +371,25 @@ class GLMObjective:
         self._labels_bounded = bool(n) and float(np.max(np.abs(y))) <= problem.y_bound
         self._gram_cache = None
 
+    def _clipping(self, X):
+        """``(exponents, row_scale, clipped_norms)``: how the kernel tames and clips
+        each row of X (``s_i = min(1, feature_norm / ||x_i||)``) and the norms
+        of the clipped rows."""
+        exponents, norms = tame_exponents_and_norms(X, self.problem.feature_norm)
+        with np.errstate(divide="ignore"):
+            scale = np.minimum(1.0, self.problem.feature_norm / norms)
+        scale[norms == 0] = 1.0
+        return exponents, scale, scale * norms
+
+    def _on_rows(self, theta):
+        """The parameters as they act on the stored rows (here: theta itself)."""
+        return theta
+
+    def _from_rows(self, grad):
+        """A gradient with respect to :meth:`_on_rows`'s parameters, in theta's
+        coordinates (here: itself)."""
+        return grad
+
     # -- the kernel ---------------------------------------------------------
     def _block(self, rows):
         """Rows of X (tamed, as float64) and their clipping scales."""
@@ -383,7 +400,7 @@ class GLMObjective:
 
     def _scores(self, Xb, sb, theta):
         p = self.problem
-        d = p.n_features
+        d = self._row_dim
         Z = np.asarray(Xb @ theta[:d], dtype=np.float64)
         Z *= sb[:, None]
         if p.fit_intercept:
@@ -397,7 +414,7 @@ class GLMObjective:
         scores, before the derivative overwrites them), else 0.
         """
         p = self.problem
-        d = p.n_features
+        d = self._row_dim
         Xb, sb = self._block(rows)
         Z = self._scores(Xb, sb, theta)
         y = self.y[rows]
@@ -454,9 +471,10 @@ class GLMObjective:
         G (the safety net of SPEC section 3) by reweighting its row; with
         correct constants the scale is always 1.
         """
-        grad = np.zeros(theta.shape)
-        self._add_block_grad(rows, theta, clip, grad)
-        return grad
+        on_rows = self._on_rows(theta)
+        grad = np.zeros(on_rows.shape)
+        self._add_block_grad(rows, on_rows, clip, grad)
+        return self._from_rows(grad)
 
     # -- passes over the data -------------------------------------------------
     def _blocks(self):
@@ -546,16 +564,19 @@ class GLMObjective:
     def _gradient_pass(self, theta, clip, with_value):
         """``(average loss or 0, average gradient)`` from one pass over X."""
 
+        on_rows = self._on_rows(theta)
+
         def work(blocks):
-            total, g = 0.0, np.zeros(theta.shape)
+            total, g = 0.0, np.zeros(on_rows.shape)
             for rows in blocks:
-                total += self._add_block_grad(rows, theta, clip, g, with_value)
+                total += self._add_block_grad(rows, on_rows, clip, g, with_value)
             return total, g
 
         parts = self._map_blocks(work)
         grad = parts[0][1]
         for _, part in parts[1:]:
             grad += part
+        grad = self._from_rows(grad)
         grad /= self.problem.n_samples
         return _ordered_sum(total for total, _ in parts) / self.problem.n_samples, grad
 
@@ -612,11 +633,13 @@ class GLMObjective:
     def value(self, theta):
         """Average loss over the data set."""
 
+        on_rows = self._on_rows(theta)
+
         def work(blocks):
             total = 0.0
             for rows in blocks:
                 Xb, sb = self._block(rows)
-                total += self.problem.loss.value(self._scores(Xb, sb, theta),
+                total += self.problem.loss.value(self._scores(Xb, sb, on_rows),
                                                  self.y[rows]).sum()
             return total
 

@@ -527,7 +527,7 @@ def test_an_unusable_random_state_fails_before_the_charge(Est):
 def test_memory_a_fit_cannot_have_is_refused_before_the_charge(method, monkeypatch):
     """The working memory is sized from public quantities and taken before the
     charge: a fit (or a search's candidate) too large for it spends nothing."""
-    monkeypatch.setattr(mechanisms_module, "working_memory", lambda *args: 2**62)
+    monkeypatch.setattr(mechanisms_module, "working_memory", lambda *args, **kwargs: 2**62)
     X, y = _regression(n=40, d=3)
     acc = PrivacyAccountant(epsilon=10.0, delta=1e-5)
     with pytest.raises(MemoryError, match="nothing was charged"):
@@ -540,7 +540,8 @@ def test_memory_a_fit_cannot_have_is_refused_before_the_charge(method, monkeypat
 
 def test_working_memory_counts_jl_projection_only_when_it_projects():
     """k = d projects nothing (Noisy GD): no n x d "projected rows" are counted;
-    with k < d, the n x k dense projected rows are (8 n k bytes and more)."""
+    with k < d, the n x k dense projected rows are (8 n k bytes and more) for
+    dense X, and a few n-vectors for sparse X."""
     problem = PublicProblem(loss=LogisticLoss(), n_samples=10**6, n_features=20_000,
                             feature_norm=1.0, intercept_feature=0.5, y_bound=1.0,
                             norm_bound=1.0)
@@ -553,6 +554,11 @@ def test_working_memory_counts_jl_projection_only_when_it_projects():
                                                          max_iter=50))
     assert memory[20_000] == noisy_gd < 10**8
     assert memory[100] >= 8 * 10**6 * 100
+    # Sparse X is read through the projection: no n x k rows.
+    sparse = mechanisms_module.working_memory(
+        "jl", problem, mechanisms_module.calibrate("jl", problem, 1.0, 1e-6, max_iter=50,
+                                                   projection_dim=100), sparse=True)
+    assert 8 * 10**6 <= sparse < 8 * 10**6 * 100 / 10
 
 
 def test_lbfgs_memory_beyond_an_address_space_limit_is_refused_before_the_charge():

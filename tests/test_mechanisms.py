@@ -6,6 +6,7 @@ Deterministic checks (no false failures) unless a test says otherwise.
 import dataclasses
 import importlib
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -541,6 +542,48 @@ def test_jl_clips_rows_the_projection_stretches():
     assert np.linalg.norm(P[0]) * obj.row_scale[0] == pytest.approx(projected.feature_norm)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("sparse_phi", [False, True], ids=["gaussian_phi", "sparse_phi"])
+@pytest.mark.parametrize("intercept", [0.0, 1.0], ids=["no_intercept", "intercept"])
+@pytest.mark.parametrize("name", list(LOSSES))
+def test_sparse_x_read_through_the_projection_is_the_projected_rows(name, intercept,
+                                                                    sparse_phi, dtype):
+    """JL on sparse X never forms the projected rows (:class:`ProjectedObjective`);
+    its objective is that of the rows :func:`project_rows` gives, clipped to
+    (1 + alpha) X: the same clipped norms, the same gradient of every single
+    record (hence the same sensitivity and safety net) and the same passes, up
+    to rounding.  The rows include ones clipped before the projection, one
+    the projection stretches beyond (1 + alpha) X and (float64) huge ones."""
+    n, d, k = 60, 40, 6
+    problem = _problem(LOSSES[name], n=n, d=d, intercept=intercept)
+    projected = jl_problem(problem, k)
+    rng = np.random.default_rng(3)
+    phi = jl_module.draw_projection(k, d, rng, sparse=sparse_phi)
+    dense_phi = phi.toarray() if sp.issparse(phi) else phi
+    X = sp.random(n, d, density=0.2, random_state=4, format="lil") * 2.0
+    X[0] = np.linalg.svd(dense_phi)[2][0] * problem.feature_norm  # stretched by Phi
+    if dtype == np.float64:
+        X[1, 3], X[2, 5], X[2, 6] = 1e300, -1e250, 3e249
+    X = sp.csr_matrix(X, dtype=dtype)
+    y = _labels(problem.loss, rng, n, problem.y_bound)
+    if sp.issparse(phi):
+        phi = phi.tocsc()  # as draw_public stores it
+    rows = GLMObjective(projected, jl_module.project_rows(X, phi, problem.feature_norm), y)
+    read = jl_module.ProjectedObjective(projected, X, y, phi, problem.feature_norm)
+    assert np.any(rows.row_scale < 1)  # the second clipping is exercised
+    np.testing.assert_allclose(read.aug_norms, rows.aug_norms, rtol=1e-12)
+    theta = rng.normal(size=projected.theta_shape)
+    theta *= projected.norm_bound / np.linalg.norm(theta)
+    for i in range(n):
+        np.testing.assert_allclose(read.block_grad(slice(i, i + 1), theta),
+                                   rows.block_grad(slice(i, i + 1), theta),
+                                   rtol=1e-9, atol=1e-14 * projected.lipschitz)
+    for clip in (True, False):
+        np.testing.assert_allclose(read.gradient(theta, clip), rows.gradient(theta, clip),
+                                   rtol=1e-9, atol=1e-14 * projected.lipschitz)
+    assert read.value(theta) == pytest.approx(rows.value(theta), rel=1e-12)
+
+
 def test_sparse_projection_has_the_achlioptas_law():
     """Independent entries +-1/sqrt(density k) w.p. density/2 each: checked by
     counts.  Seeded; each bound is 5 or more standard deviations (false
@@ -821,24 +864,76 @@ def test_jl_copies_no_projection_after_the_charge(monkeypatch):
 
 
 @pytest.mark.parametrize("nnz_per_row", [1, 64])
-def test_jl_projected_rows_are_allocated_before_the_charge(nnz_per_row, monkeypatch):
-    """The n x k projected rows (dense, 16 MB here) are allocated before the charge,
-    whatever X's sparsity.  Sparse X times a sparse Phi was CSR above 2**25
-    entries, with as many non-zeros as the rows' non-zeros made (up to n k):
-    X with 64 non-zeros a row failed after the charge, out of memory, where X
-    with one fitted (n = 50,000, d = 40,000, k = 1000 in 0.9 GiB).
+def test_sparse_jl_never_forms_the_projected_rows(nnz_per_row, monkeypatch):
+    """Sparse X is read through Phi: no n x k array of projected rows (64 MB
+    here) is allocated, before the charge or after it, whatever X's sparsity.
+    (They were an n x k array: 11 GB at n = 1e6, k = 1408.  Before that, CSR
+    with as many non-zeros as the rows' made, up to n k: 64 non-zeros a row
+    failed after the charge, out of memory, where one fitted.)
 
-    After the charge only blocks of 8 rows (``_BLOCK_BYTES`` lowered) and n-,
-    k- and d-vectors are allocated: far below n k floats.
+    The whole fit's peak stays far below n k floats: Phi (16 d non-zeros),
+    blocks of about 4 MB of projected rows (~9 MB with the sparse product's
+    temporaries) and n-, k- and d-vectors.
     """
-    n, d, k = 2000, 4000, 1000
+    n, d, k = 8000, 4000, 1000
     monkeypatch.setattr(jl_module, "_MAX_DENSE_ENTRIES", 0)  # a sparse Phi at this size
-    monkeypatch.setattr(jl_module, "_BLOCK_BYTES", 8 * 8 * k)
     X = _sparse_rows(n, d, nnz_per_row)
     y = np.random.default_rng(0).integers(0, 2, n)
     clf = _est(DPLogisticRegression, method="jl", projection_dim=k, max_iter=2)
+    tracemalloc.start()
+    try:
+        clf.fit(X, y)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert clf.method_ == "jl" and clf.coef_.shape == (1, d)
+    assert peak < n * k * 8 / 4, peak / 2**20
+
+
+def test_dense_jl_projected_rows_are_allocated_before_the_charge(monkeypatch):
+    """Dense X is projected into an n x k array (smaller than X), allocated before
+    the charge: after it only blocks and n-, k- and d-vectors are."""
+    n, d, k = 2000, 1200, 1000
+    monkeypatch.setattr(jl_module, "_BLOCK_BYTES", 8 * 8 * d)
+    X = np.random.default_rng(0).normal(size=(n, d))
+    y = np.random.default_rng(1).integers(0, 2, n)
+    clf = _est(DPLogisticRegression, method="jl", projection_dim=k, max_iter=2)
     after = _peak_after_the_charge(monkeypatch, lambda: clf.fit(X, y))
     assert after < n * k * 8 / 8, after / 2**20
+
+
+def test_searches_reserve_sparse_memory_only_for_sparse_input_to_the_estimator(monkeypatch):
+    """Before its charge a search reserves each candidate's working memory with X's
+    storage when the DP estimator gets X itself; after preprocessing (whose
+    output's storage can differ between parts) it assumes the larger, dense case."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import MaxAbsScaler
+
+    from dp_glm_sklearn import DPGridSearchCV
+    from dp_glm_sklearn import mechanisms as mechanisms_module
+
+    seen = []
+    real = mechanisms_module.reserve_working_memory
+
+    def spy(method, problem, calibration, *, sparse=False):
+        seen.append(sparse)
+        return real(method, problem, calibration, sparse=sparse)
+
+    monkeypatch.setattr(importlib.import_module("dp_glm_sklearn._base"),
+                        "reserve_working_memory", spy)
+    X = _sparse_rows(200, 50, 3)
+    y = np.random.default_rng(0).integers(0, 2, 200)
+    for estimator, expected in ((_est(DPLogisticRegression, method="jl"), True),
+                                (make_pipeline(MaxAbsScaler(),
+                                               _est(DPLogisticRegression, method="jl")), False)):
+        seen.clear()
+        grid = {"norm_bound": [1.0, 2.0]} if expected else {
+            "dplogisticregression__norm_bound": [1.0, 2.0]}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the step's leak and the ignored random_state
+            DPGridSearchCV(estimator, grid, epsilon=1.0).fit(X, y)
+        # Before the charge, the two candidates' plans; then their fits, on sparse X.
+        assert seen == [expected, expected, True, True]
 
 
 def test_jl_projected_rows_are_workspace_not_public_parameters():

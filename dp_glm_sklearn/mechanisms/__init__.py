@@ -61,15 +61,16 @@ def calibrate(method, problem, epsilon, delta, *, max_iter, projection_dim=None,
                      "(resolve 'auto' first).")
 
 
-def draw_public(method, problem, calibration, rng):
+def draw_public(method, problem, calibration, rng, *, sparse=False):
     """``calibration`` with the data-independent randomness of ``method`` drawn.
 
     Called before the accountant is charged (JL's projection, whose size
-    depends on n_features only); the draws are those :func:`train` would
-    make first, so the release is the same.  Other methods draw nothing here.
+    depends on n_features only, and for dense X, ``sparse=False``, its
+    projected rows); the draws are those :func:`train` would make first, so
+    the release is the same.  Other methods draw nothing here.
     """
     if method == "jl":
-        return _draw_public_jl(problem, calibration, rng)
+        return _draw_public_jl(problem, calibration, rng, sparse=sparse)
     return calibration
 
 
@@ -79,7 +80,7 @@ def draw_public(method, problem, calibration, rng):
 _PASS_VECTORS = _N_GROUPS + 16
 
 
-def working_memory(method, problem, calibration):
+def working_memory(method, problem, calibration, *, sparse=False):
     """Bytes of the largest arrays :func:`train` allocates, from public sizes only.
 
     An estimate (within a small factor) of what a fit needs beyond its data:
@@ -87,7 +88,9 @@ def working_memory(method, problem, calibration):
     perturbation and the noiseless fit, the per-group partial gradients and
     the step's vectors for the gradient methods, and JL's projection (about
     ``max(16 d, k sqrt(d))`` non-zeros, drawn after the charge by a search's
-    candidates) and its ``n x k`` projected rows.
+    candidates) and its ``n x k`` projected rows (dense X; sparse X,
+    ``sparse=True``, is read through the projection: a few vectors of size n
+    and d instead).
     """
     p = int(np.prod(problem.theta_shape))
     if method in ("output_perturbation", "non_private"):
@@ -97,14 +100,17 @@ def working_memory(method, problem, calibration):
         return 8 * _PASS_VECTORS * p
     projected = calibration.params["problem"]
     nonzeros = k * d * projection_density(k, d, capped=False)
+    # Sparse X: the projected norms and scales (n), the coefficients on the
+    # rows and their gradient partials (d-sized, one per group).
+    rows = 4 * problem.n_samples + _PASS_VECTORS * p if sparse else problem.n_samples * k
     return int(8 * (_PASS_VECTORS * np.prod(projected.theta_shape) + p
-                    + problem.n_samples * k + 3 * nonzeros))
+                    + rows + 3 * nonzeros))
 
 
-def reserve_working_memory(method, problem, calibration):
+def reserve_working_memory(method, problem, calibration, *, sparse=False):
     """Raise :class:`MemoryError` now, before the charge, if :func:`working_memory`
     cannot be allocated (the memory is taken and given back untouched)."""
-    size = working_memory(method, problem, calibration)
+    size = working_memory(method, problem, calibration, sparse=sparse)
     try:
         np.empty(size, dtype=np.uint8)
     except MemoryError:

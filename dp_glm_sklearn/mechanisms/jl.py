@@ -25,9 +25,13 @@ Memory: the projection is Gaussian (a dense k x d matrix) when ``k d`` is
 at most 2**22 entries (32 MB), and otherwise a sparse random projection with
 about 16 non-zeros per column (``O(d)`` memory).  The choice depends on the
 sizes only, not on how X is stored, so dense and sparse X give the same model.
-Sparse X is projected without ever being densified; the projected data is
-a dense n x k array, allocated before the charge (:func:`draw_public`) and
-filled by row blocks, so no n x d dense array is formed.
+Dense X is projected once into a dense n x k array (smaller than X, since
+k < d), allocated before the charge (:func:`draw_public`) and filled by row
+blocks.  Sparse X is never projected as a whole: each pass reads it with the
+coefficients ``Phi^T w`` (:class:`ProjectedObjective`), in O(n + d) memory
+beyond X and Phi, where an n x k array would take ``8 n k`` bytes (11 GB
+for n = 1e6, k = 1408) and a pass over it n k operations.  No n x d dense
+array is ever formed.
 """
 
 from dataclasses import replace
@@ -42,7 +46,7 @@ from ._common import Calibration
 from .auto import jl_distortion, jl_problem, projection_dim_used
 from .noisy_gd import calibrate_noisy_gd, noisy_gd
 
-__all__ = ["calibrate_jl", "draw_projection", "jl", "project_rows"]
+__all__ = ["ProjectedObjective", "calibrate_jl", "draw_projection", "jl", "project_rows"]
 
 # Largest dense Gaussian projection (k * d entries, 32 MB); above it the
 # projection is sparse.
@@ -127,9 +131,10 @@ def draw_projection(projection_dim, n_features, rng, sparse):
     return sp.csr_matrix((data, indices, indptr), shape=(k, d))
 
 
-def draw_public(problem, calibration, rng):
+def draw_public(problem, calibration, rng, sparse=False):
     """The calibration with JL's projection drawn (``params["projection"]``)
-    and the n x k array of projected rows allocated (``workspace["projected_rows"]``).
+    and, for dense X (``sparse=False``), the n x k array of projected rows
+    allocated (``workspace["projected_rows"]``).
 
     The projection is data-independent, so it is drawn before the
     accountant is charged: one too large for memory (a hashed d of 2**22
@@ -143,8 +148,9 @@ def draw_public(problem, calibration, rng):
     reads, is then a view, so the one copy sized by d (the conversion) is
     made here, before the charge, not after it.
 
-    The projected rows are a dense n x k array whatever X's sparsity: their
-    memory is a function of the public sizes, so it is taken here too.
+    Dense X is projected into an n x k array, a function of the public
+    sizes, so it is taken here too.  Sparse X is never projected as a whole
+    (:class:`ProjectedObjective`).
     """
     k, d = calibration.params["projection_dim"], problem.n_features
     if k == d:
@@ -152,22 +158,20 @@ def draw_public(problem, calibration, rng):
     phi = draw_projection(k, d, rng, sparse=k * d > _MAX_DENSE_ENTRIES)
     if sp.issparse(phi):
         phi = phi.tocsc()
-    # Dense, not CSR: sparse X times a sparse Phi has up to n k non-zeros, as
-    # many as the rows' non-zeros make, so whether it fitted in memory, after
-    # the charge, depended on the data.  Dense costs that worst case, known
-    # from (n, k), and the same arithmetic for every X of a shape.
+    calibration = replace(calibration, params={**calibration.params, "projection": phi})
+    if sparse:
+        return calibration
     rows = np.empty((problem.n_samples, k))
-    return replace(calibration, params={**calibration.params, "projection": phi},
-                   workspace={**calibration.workspace, "projected_rows": rows})
+    return replace(calibration, workspace={**calibration.workspace, "projected_rows": rows})
 
 
 def project_rows(X, phi, feature_norm, out=None):
     """``diag(s) X Phi^T`` with ``s_i = min(1, X / ||x_i||)`` (rows clipped first).
 
     Returns a dense ``n x k`` array, ``out`` if given (else a new one), for
-    dense and sparse X alike: its memory does not depend on the data's
-    sparsity (see :func:`draw_public`).  Works on row blocks, so temporaries
-    stay small.
+    dense and sparse X alike (:func:`jl` itself projects dense X only; sparse
+    X goes through :class:`ProjectedObjective`).  Works on row blocks, so
+    temporaries stay small.
 
     Nothing overflows: huge rows are tamed block by block
     (:func:`~.._objective.tame_exponents_and_norms`), so the row norms (taken
@@ -175,34 +179,96 @@ def project_rows(X, phi, feature_norm, out=None):
     ``X Phi^T`` (computed in float64, before the scale) are finite.
     """
     exponents, norms = tame_exponents_and_norms(X, feature_norm)
-    n, d = X.shape
-    k = phi.shape[0]
-    scale = np.ones(n)
+    scale = np.ones(X.shape[0])
     over = norms > feature_norm
     scale[over] = feature_norm / norms[over]
-    # Transposed once, in the format the products want (not once per block): a
-    # view for the CSC Phi of draw_public, a local copy for a CSR one.
-    phi_t = phi.T.tocsr() if sp.issparse(phi) else phi.T
-    # A block of output (and, for dense X, of X) is about 4 MB.
-    block = max(1, _BLOCK_BYTES // (8 * (k if sp.issparse(X) else max(d, k))))
     if out is None:
-        out = np.empty((n, k))
+        out = np.empty((X.shape[0], phi.shape[0]))
+    for rows, prod in _projected_blocks(X, exponents, phi):
+        out[rows] = prod * scale[rows, None]
+    return out
+
+
+def _projected_blocks(X, exponents, phi):
+    """``(rows, X[rows] Phi^T)`` by row blocks (X's huge rows tamed; float64, dense).
+
+    Phi is transposed once, in the format the products want (not once per
+    block): a view for the CSC Phi of :func:`draw_public`, a local copy for
+    a CSR one.  A block of output (and, for dense X, of X) is about 4 MB.
+    """
+    n, d = X.shape
+    k = phi.shape[0]
+    phi_t = phi.T.tocsr() if sp.issparse(phi) else phi.T
+    block = max(1, _BLOCK_BYTES // (8 * (k if sp.issparse(X) else max(d, k))))
     for start in range(0, n, block):
         rows = slice(start, min(start + block, n))
         prod = tamed_block(X, exponents, rows) @ phi_t
-        prod = prod.toarray() if sp.issparse(prod) else np.asarray(prod)
-        out[rows] = prod * scale[rows, None]
-    return out
+        yield rows, prod.toarray() if sp.issparse(prod) else np.asarray(prod)
+
+
+class ProjectedObjective(GLMObjective):
+    """:class:`GLMObjective` on the projected rows ``r_i s_i Phi x_i``, never formed.
+
+    ``s_i = min(1, X / ||x_i||)`` clips the original row, ``r_i`` clips the
+    projected one to the projected problem's feature norm ``(1 + alpha) X``:
+    the same data set as :func:`project_rows` gives, so the same mechanism
+    and the same privacy proof.  By linearity a score is
+    ``r_i s_i <x_i, Phi^T w>`` and the gradient's row part is
+    ``Phi (sum_i D_i r_i s_i x_i)``: each pass reads the stored X with the
+    coefficients ``Phi^T w`` (a vector of size d) and maps the summed
+    gradient back through Phi once, instead of reading an n x k array.  For
+    sparse X this takes O(n) memory instead of ``8 n k`` bytes and a pass
+    costs X's non-zeros instead of n k.  The projected norms ``||s_i Phi
+    x_i||`` are computed once, block by block, at construction.  (Dense X
+    keeps :func:`project_rows`: its n x k rows are smaller than X, and a pass
+    over them is cheaper than one over X.)
+    """
+
+    def __init__(self, problem, X, y, phi, feature_norm):
+        # phi: k x d; its transpose maps w to the coefficients on the rows.
+        self._phi, self._original_norm = phi, float(feature_norm)
+        super().__init__(problem, X, y)
+        self._gram_ok = self._gram_larger_ok = False  # the Gram path would be k x k
+
+    def _clipping(self, X):
+        exponents, norms = tame_exponents_and_norms(X, self._original_norm)
+        with np.errstate(divide="ignore"):
+            first = np.minimum(1.0, self._original_norm / norms)
+        first[norms == 0] = 1.0
+        projected = np.empty(X.shape[0])
+        for rows, prod in _projected_blocks(X, exponents, self._phi):
+            projected[rows] = np.sqrt(np.einsum("ij,ij->i", prod, prod))
+        projected *= first
+        bound = self.problem.feature_norm
+        with np.errstate(divide="ignore"):
+            second = np.minimum(1.0, bound / projected)
+        second[projected == 0] = 1.0
+        return exponents, first * second, second * projected
+
+    def _on_rows(self, theta):
+        k, d = self._phi.shape
+        on_rows = np.empty((d + theta.shape[0] - k,) + theta.shape[1:])  # (+ intercept)
+        on_rows[:d] = np.asarray(self._phi.T @ theta[:k])
+        on_rows[d:] = theta[k:]
+        return on_rows
+
+    def _from_rows(self, grad):
+        k, d = self._phi.shape
+        out = np.empty((k + grad.shape[0] - d,) + grad.shape[1:])
+        out[:k] = np.asarray(self._phi @ grad[:d])
+        out[k:] = grad[d:]
+        return out
 
 
 def jl(objective, calibration, rng):
     """Run the JL method; return ``(theta, n_iter)`` in the original coordinates.
 
-    Draws Phi (unless :func:`draw_public` did, before the charge), projects
-    the clipped rows, and runs
-    :func:`~dp_glm_sklearn.mechanisms.noisy_gd.noisy_gd` on a
-    :class:`GLMObjective` of the projected public problem, whose kernel clips
-    the projected rows to ``(1 + alpha) X``.  The output is
+    Draws Phi (unless :func:`draw_public` did, before the charge), and runs
+    :func:`~dp_glm_sklearn.mechanisms.noisy_gd.noisy_gd` on the clipped
+    rows projected (dense X: :func:`project_rows`; sparse X: read through
+    Phi, :class:`ProjectedObjective`), an objective of the projected public
+    problem whose kernel clips the projected rows to ``(1 + alpha) X``.  The
+    output is
     ``theta = [Phi^T w_k ; w_intercept]``.  With ``k = d`` there is no
     projection: this is :func:`noisy_gd` on ``objective``.
     """
@@ -212,13 +278,17 @@ def jl(objective, calibration, rng):
     if k == d:
         return noisy_gd(objective, calibration, rng)
     if "projection" not in params:
-        calibration = draw_public(problem, calibration, rng)
+        calibration = draw_public(problem, calibration, rng, sparse=sp.issparse(objective.X))
         params = calibration.params
     phi = params["projection"]
-    projected = GLMObjective(params["problem"],
-                             project_rows(objective.X, phi, problem.feature_norm,
-                                          out=calibration.workspace.get("projected_rows")),
-                             objective.y)
+    if sp.issparse(objective.X):
+        projected = ProjectedObjective(params["problem"], objective.X, objective.y, phi,
+                                       problem.feature_norm)
+    else:
+        projected = GLMObjective(params["problem"],
+                                 project_rows(objective.X, phi, problem.feature_norm,
+                                              out=calibration.workspace.get("projected_rows")),
+                                 objective.y)
     theta_k, n_iter = noisy_gd(projected, calibration, rng)
     theta = np.empty(problem.theta_shape)
     theta[:d] = np.asarray(phi.T @ theta_k[:k])

@@ -69,6 +69,7 @@ import os
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from joblib.parallel import get_active_backend
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
@@ -540,7 +541,9 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                     # count the random search's secret K.
                     checked[key] = _validated_after(head, probe, Xt, y)
             X_checked, y_checked = checked[key]
-            plans.append((probe, X_checked.shape[1]))
+            # (Sparse storage lowers JL's working memory; after preprocessing
+            # it may differ between parts, so it is then not assumed.)
+            plans.append((probe, X_checked.shape[1], head is None and sp.issparse(X_checked)))
         fixed = {}
         if is_classifier(owner) and any(
                 slot.owner(_with_params(self.estimator, params)).classes is None
@@ -557,7 +560,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         return X, y, fixed
 
     def _check_public_plans(self, plans, fits, classes):
-        """Run the public half of each ``(probe, n_features)``'s fits; show their warnings.
+        """Run the public half of each ``(probe, n_features, sparse)``'s fits; show their warnings.
 
         (n_features is counted after preprocessing fitted on all rows; a step
         fitted on the data can give a training part other counts.)
@@ -566,12 +569,12 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         from ._auto import _public_fits
 
         caught = []
-        for probe, n_features in plans:
+        for probe, n_features, sparse in plans:
             own = probe._declared_classes() if is_classifier(probe) \
                 and probe.classes is not None else classes
             for fit_probe, n_samples, epsilon, delta in _public_fits(probe, fits):
                 method = fit_probe._check_public_plan(n_samples, n_features, epsilon, delta,
-                                                      own)
+                                                      own, sparse)
                 caught += [(UserWarning, m)
                            for m in fit_probe._unused_options(method, n_features)]
         self._show_candidate_warnings(caught)
@@ -594,7 +597,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
 
         if self._scoring() != "loss":
             return
-        for probe, n_features in plans:
+        for probe, n_features, _ in plans:
             own = probe._declared_classes() if is_classifier(probe) \
                 and probe.classes is not None else classes
             for fit_probe, *_ in _public_fits(probe, fits):
