@@ -497,13 +497,15 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         return self
 
     def _public_plan(self, n_samples, n_features, loss, y_bound, epsilon, delta,
-                     sparse=False):
+                     sparse=None):
         """``(problem, method, calibration)``: the half of fit that reads no data.
 
         Everything here is a function of public quantities (the shape and
         storage of X, the parameters, the budget); a bound or option it
         refuses is refused before the charge, and the searches call it for
         each candidate (:meth:`_check_public_plan`) before theirs.
+        ``sparse``: whether X is sparse (None: not known, the working memory
+        of either storage is reserved).
         """
         if self.max_iter is not None and not 1 <= self.max_iter <= MAX_ITER:
             # (Also under skip_parameter_validation: 2**40 steps ran for ever.)
@@ -551,10 +553,10 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             "are moderate.")
 
     def _check_public_plan(self, n_samples, n_features, epsilon, delta, classes=None,
-                           sparse=False):
+                           sparse=None):
         """Raise what :meth:`_public_plan` would raise in ``fit``; return the method.
 
-        ``sparse=False`` (X's storage unknown) reserves the larger memory."""
+        ``sparse=None`` (X's storage not known) reserves the memory of either."""
         loss, y_bound, _ = self._public_loss(classes)
         return self._public_plan(n_samples, n_features, loss, y_bound, epsilon, delta,
                                  sparse)[1]

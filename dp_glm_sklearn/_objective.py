@@ -382,7 +382,12 @@ class GLMObjective:
         return exponents, scale, scale * norms
 
     def _on_rows(self, theta):
-        """The parameters as they act on the stored rows (here: theta itself)."""
+        """The parameters as they act on the stored rows (here: theta itself).
+
+        A subclass whose rows are not in theta's coordinates (JL's
+        ``ProjectedObjective``) maps them here and back in :meth:`_from_rows`,
+        and turns the Gram path off (:meth:`_gram` is in theta's coordinates).
+        """
         return theta
 
     def _from_rows(self, grad):

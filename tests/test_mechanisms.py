@@ -902,10 +902,14 @@ def test_dense_jl_projected_rows_are_allocated_before_the_charge(monkeypatch):
     assert after < n * k * 8 / 8, after / 2**20
 
 
-def test_searches_reserve_sparse_memory_only_for_sparse_input_to_the_estimator(monkeypatch):
+def test_searches_reserve_before_the_charge_what_their_fits_reserve_after_it(monkeypatch):
     """Before its charge a search reserves each candidate's working memory with X's
     storage when the DP estimator gets X itself; after preprocessing (whose
-    output's storage can differ between parts) it assumes the larger, dense case."""
+    output's storage can differ between parts) the larger of the dense and
+    the sparse case.  Sparse X can need more than dense (a partial gradient
+    of (d + 1) K coefficients against n k projected rows: here 0.4 MB
+    against 80 KB): assuming dense there let the fits after the charge ask
+    for more than was checked before it (a MemoryError after the charge)."""
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import MaxAbsScaler
 
@@ -915,25 +919,55 @@ def test_searches_reserve_sparse_memory_only_for_sparse_input_to_the_estimator(m
     seen = []
     real = mechanisms_module.reserve_working_memory
 
-    def spy(method, problem, calibration, *, sparse=False):
-        seen.append(sparse)
+    def spy(method, problem, calibration, *, sparse=None):
+        seen.append((sparse, mechanisms_module.working_memory(method, problem, calibration,
+                                                              sparse=sparse)))
         return real(method, problem, calibration, sparse=sparse)
 
     monkeypatch.setattr(importlib.import_module("dp_glm_sklearn._base"),
                         "reserve_working_memory", spy)
-    X = _sparse_rows(200, 50, 3)
-    y = np.random.default_rng(0).integers(0, 2, 200)
-    for estimator, expected in ((_est(DPLogisticRegression, method="jl"), True),
-                                (make_pipeline(MaxAbsScaler(),
-                                               _est(DPLogisticRegression, method="jl")), False)):
+    X = _sparse_rows(200, 2000, 3)
+    y = np.arange(200) % 50
+    estimator = DPLogisticRegression(classes=list(range(50)), method="jl", projection_dim=50)
+    for head, expected in ((None, True), (MaxAbsScaler(), None)):
         seen.clear()
-        grid = {"norm_bound": [1.0, 2.0]} if expected else {
-            "dplogisticregression__norm_bound": [1.0, 2.0]}
+        grid = {"norm_bound": [1.0, 2.0]}
+        if head is not None:
+            estimator = make_pipeline(head, estimator)
+            grid = {"dplogisticregression__norm_bound": [1.0, 2.0]}
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the step's leak and the ignored random_state
+            warnings.simplefilter("ignore")  # the step's leak warning
             DPGridSearchCV(estimator, grid, epsilon=1.0).fit(X, y)
         # Before the charge, the two candidates' plans; then their fits, on sparse X.
-        assert seen == [expected, expected, True, True]
+        assert [flag for flag, _ in seen] == [expected, expected, True, True]
+        assert min(size for _, size in seen[:2]) >= max(size for _, size in seen[2:])
+    problem = _problem(MultinomialLoss(50), n=200, d=2000)
+    cal = calibrate("jl", problem, 1.0, 1e-6, max_iter=5, projection_dim=50)
+    sizes = [mechanisms_module.working_memory("jl", problem, cal, sparse=flag)
+             for flag in (False, True, None)]
+    assert sizes[1] > sizes[0] and sizes[2] == max(sizes[:2])
+
+
+def test_sparse_jl_records_gradients_stay_within_the_bound():
+    """The read-through kernel's safety net uses norms of ``x_i Phi^T`` while a
+    record's gradient is computed as ``Phi (x_i c_i)``, rounded differently:
+    on heavy-tailed rows at the clip bound it passed gradients 10 ulps above
+    G (2.2e-15 relative) before the norms got a public rounding slack."""
+    n, d, k = 64, 4000, 20
+    problem = PublicProblem(loss=LogisticLoss(), n_samples=n, n_features=d, feature_norm=1.0,
+                            intercept_feature=0.0, y_bound=0.0, norm_bound=100.0)
+    projected, rng = jl_problem(problem, k), np.random.default_rng(0)
+    phi = jl_module.draw_projection(k, d, rng, sparse=False)
+    X = sp.csr_matrix(rng.standard_cauchy(size=(n, d)))
+    obj = jl_module.ProjectedObjective(projected, X, rng.choice([-1.0, 1.0], n), phi, 1.0)
+    worst = 0.0
+    for _ in range(20):
+        theta = rng.normal(size=projected.theta_shape)
+        theta *= projected.norm_bound / np.linalg.norm(theta)
+        worst = max(worst, max(np.linalg.norm(obj.block_grad(slice(i, i + 1), theta))
+                               for i in range(n)))
+    assert worst <= projected.lipschitz
+    assert worst >= projected.lipschitz * (1 - 1e-6)  # rows at the bound: the test can bite
 
 
 def test_jl_projected_rows_are_workspace_not_public_parameters():

@@ -10,7 +10,7 @@ the data, adds the noise through :mod:`dp_glm_sklearn.privacy.noise`).
 
 import numpy as np
 
-from .._objective import _N_GROUPS
+from .._objective import _N_GROUPS, _SPARSE_PARALLEL_ROWS
 from ..privacy.events import GaussianEvent
 from ._common import Calibration
 from ._solver import LBFGS_PAIRS, solve_constrained_erm
@@ -80,7 +80,7 @@ def draw_public(method, problem, calibration, rng, *, sparse=False):
 _PASS_VECTORS = _N_GROUPS + 16
 
 
-def working_memory(method, problem, calibration, *, sparse=False):
+def working_memory(method, problem, calibration, *, sparse=None):
     """Bytes of the largest arrays :func:`train` allocates, from public sizes only.
 
     An estimate (within a small factor) of what a fit needs beyond its data:
@@ -88,9 +88,11 @@ def working_memory(method, problem, calibration, *, sparse=False):
     perturbation and the noiseless fit, the per-group partial gradients and
     the step's vectors for the gradient methods, and JL's projection (about
     ``max(16 d, k sqrt(d))`` non-zeros, drawn after the charge by a search's
-    candidates) and its ``n x k`` projected rows (dense X; sparse X,
-    ``sparse=True``, is read through the projection: a few vectors of size n
-    and d instead).
+    candidates) and its ``n x k`` projected rows for dense X
+    (``sparse=False``); sparse X (``sparse=True``) is read through the
+    projection instead, with a few n-vectors and, per group of blocks, a
+    partial gradient of the coefficients' size on the rows (``(d + 1) K``).
+    ``sparse=None`` (X's storage not known yet): the larger of the two.
     """
     p = int(np.prod(problem.theta_shape))
     if method in ("output_perturbation", "non_private"):
@@ -99,15 +101,24 @@ def working_memory(method, problem, calibration, *, sparse=False):
     if method != "jl" or k == d:  # (k = d: JL projects nothing, it is Noisy GD)
         return 8 * _PASS_VECTORS * p
     projected = calibration.params["problem"]
+    if sparse is None:
+        return max(working_memory(method, problem, calibration, sparse=flag)
+                   for flag in (False, True))
     nonzeros = k * d * projection_density(k, d, capped=False)
-    # Sparse X: the projected norms and scales (n), the coefficients on the
-    # rows and their gradient partials (d-sized, one per group).
-    rows = 4 * problem.n_samples + _PASS_VECTORS * p if sparse else problem.n_samples * k
+    n = problem.n_samples
+    if sparse:
+        # The projected norms and scales (n each), the coefficients on the
+        # rows, their gradient (one partial per group of blocks) and its
+        # image through Phi.
+        groups = _N_GROUPS if n >= _SPARSE_PARALLEL_ROWS else 1
+        rows = 4 * n + (groups + 3) * p
+    else:
+        rows = n * k
     return int(8 * (_PASS_VECTORS * np.prod(projected.theta_shape) + p
                     + rows + 3 * nonzeros))
 
 
-def reserve_working_memory(method, problem, calibration, *, sparse=False):
+def reserve_working_memory(method, problem, calibration, *, sparse=None):
     """Raise :class:`MemoryError` now, before the charge, if :func:`working_memory`
     cannot be allocated (the memory is taken and given back untouched)."""
     size = working_memory(method, problem, calibration, sparse=sparse)

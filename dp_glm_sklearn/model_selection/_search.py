@@ -541,9 +541,10 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                     # count the random search's secret K.
                     checked[key] = _validated_after(head, probe, Xt, y)
             X_checked, y_checked = checked[key]
-            # (Sparse storage lowers JL's working memory; after preprocessing
-            # it may differ between parts, so it is then not assumed.)
-            plans.append((probe, X_checked.shape[1], head is None and sp.issparse(X_checked)))
+            # (JL's working memory depends on X's storage; after preprocessing
+            # it may differ between parts: None, either.)
+            plans.append((probe, X_checked.shape[1],
+                          sp.issparse(X_checked) if head is None else None))
         fixed = {}
         if is_classifier(owner) and any(
                 slot.owner(_with_params(self.estimator, params)).classes is None

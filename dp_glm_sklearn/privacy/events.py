@@ -634,10 +634,10 @@ def _pld_delta(mu, others, delta, interval):
     composition may also move its truncated tail mass (``_PLD_TAIL_MASS``)
     by wrapping around.  The sum over the compositions, doubled, is taken
     off delta; the sum over L points of delta's formula has a relative
-    rounding error below ``L u``, taken off too.  This is ~1e-9 for a thousand events: nothing at the usual deltas,
-    and below about 1e-8 the RDP bound (exact arithmetic on closed forms) is
-    usually the smaller one anyway.  Returns a number <= 0 when nothing is
-    left (then the PLD is not used).
+    rounding error below ``L u``, taken off too.  This is ~1e-9 for a
+    thousand events: nothing at the usual deltas, and below about 1e-8 the
+    RDP bound (closed forms, no FFT) is usually the smaller one anyway.
+    Returns a number <= 0 when nothing is left (then the PLD is not used).
     """
     groups = Counter(pair for pair in others if pair != (0.0, 0.0))
     width = 2.0 * (math.fsum(eps * count for (eps, _), count in groups.items())
