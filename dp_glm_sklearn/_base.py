@@ -91,6 +91,12 @@ def target_privacy(owner, n_samples):
             f"The 'epsilon' parameter of {type(owner).__name__} must be at most "
             f"{MAX_FINITE_EPSILON:g}, or inf for no noise; got {owner.epsilon!r}.")
     delta = default_delta(n_samples) if owner.delta is None else float(owner.delta)
+    if not 0.0 < delta < 1.0:
+        # (Also under skip_parameter_validation: delta = 0 divided by zero in
+        # the rule choosing the method.)
+        raise InvalidParameterError(
+            f"The 'delta' parameter of {type(owner).__name__} must be a float in the range "
+            f"(0.0, 1.0) or None. Got {owner.delta!r} instead.")
     return epsilon, delta
 
 

@@ -3,6 +3,7 @@
 import itertools
 import os
 import pickle
+import re
 import subprocess
 import sys
 import textwrap
@@ -34,6 +35,7 @@ from dp_glm_sklearn import (
 from dp_glm_sklearn import _base as base_module
 from dp_glm_sklearn import mechanisms as mechanisms_module
 from dp_glm_sklearn._objective import GLMObjective, PublicProblem
+from dp_glm_sklearn._sklearn_compat import InvalidParameterError
 from dp_glm_sklearn.losses import HuberLoss, LogisticLoss, MultinomialLoss, SquaredLoss
 from dp_glm_sklearn.privacy.calibration import gdp_mu
 
@@ -594,11 +596,29 @@ def test_single_class_is_an_error():
             pytest.warns(PrivacyLeakWarning):
         DPLogisticRegression(classes=None).fit(X, np.full(30, "patient-4711"))
     assert "4711" not in str(info.value)  # a label read from y is private: not shown
-    with pytest.raises(ValueError, match=r"got 1 class: \['only'\]"):  # a public one is
-        DPLogisticRegression(classes=["only"]).fit(X, np.full(30, "only"))
-    # A declared single class is a parameter error whatever y holds.
-    with pytest.raises(ValueError, match=r"got 1 class: \['only'\]"):
-        DPLogisticRegression(classes=["only"]).fit(X, np.full(30, "other"))
+    # A declared single class is a parameter error whatever y holds (even NaN in
+    # X: the parameter is checked first); it is public, so shown.
+    for X_given, y_given in ((X, np.full(30, "only")), (X, np.full(30, "other")),
+                             (np.full((30, 2), np.nan), np.full(30, "only"))):
+        for classes in (["only"], []):
+            shown = re.escape(repr(classes))
+            with pytest.raises(InvalidParameterError,
+                               match=rf"'classes' parameter.*at least 2.*got {shown}"):
+                DPLogisticRegression(classes=classes).fit(X_given, y_given)
+
+
+@pytest.mark.parametrize("classes", [None, ["a", "b"]])
+def test_labels_of_mixed_types_get_a_message_of_their_own(classes):
+    """numpy's TypeError ("'<' not supported between instances of 'int' and 'str'")
+    used to surface; nothing is charged either way."""
+    X, _ = _regression(n=30, d=2)
+    acc = PrivacyAccountant(epsilon=10.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        with pytest.raises(ValueError, match="y mixes labels of different types"):
+            DPLogisticRegression(classes=classes, accountant=acc).fit(
+                X, np.array(["a", 1] * 15, dtype=object))
+    assert acc.history == []
 
 
 def test_mixed_type_classes_are_refused_and_array_bounds_accepted():
@@ -963,6 +983,9 @@ def test_a_refused_bound_is_named_in_the_estimators_own_parameters():
     (dict(epsilon=1e308), "'epsilon' parameter .* at most 1e\\+300"),
     (dict(max_iter=10**6 + 1), "'max_iter' parameter"),
     (dict(max_iter=2**64), "'max_iter' parameter"),
+    # delta = 0 divided by zero in the method rule under skip_parameter_validation
+    (dict(delta=0.0), "'delta' parameter .* range \\(0.0, 1.0\\)"),
+    (dict(delta=1.0), "'delta' parameter .* range \\(0.0, 1.0\\)"),
 ])
 def test_extreme_parameters_are_refused_before_the_charge(params, match, skip_validation,
                                                           monkeypatch):

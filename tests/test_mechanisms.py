@@ -987,6 +987,8 @@ def test_jl_projected_rows_are_workspace_not_public_parameters():
     (dict(projection_dim=2.5), "projection_dim"),
     (dict(l2_regularization=0.0), "l2_regularization"),
     (dict(l2_regularization=-1.0), "l2_regularization"),
+    # a subnormal one: an infinite sensitivity, which named no parameter
+    (dict(l2_regularization=5e-324, method="output_perturbation"), "l2_regularization"),
     (dict(method="Auto"), "method"),
 ])
 def test_bad_mechanism_parameters_charge_nothing(params, name):

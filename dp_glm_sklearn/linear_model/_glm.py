@@ -171,6 +171,19 @@ def _fill(**blocks):
     return decorate
 
 
+def _sorted_labels(function, *arrays):
+    """``function(*arrays)`` (np.unique, np.setdiff1d, scikit-learn's target
+    check: they sort the labels), labels that cannot be sorted refused by a
+    message of their own (numpy's TypeError compares "instances of 'int' and
+    'str'")."""
+    try:
+        return function(*arrays)
+    except TypeError:
+        raise ValueError(
+            "y mixes labels of different types (such as strings and numbers) that cannot be "
+            "compared; give labels of one type.") from None
+
+
 class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
     _parameter_constraints: dict = {
         **_BaseDPGLM._parameter_constraints,
@@ -566,6 +579,10 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
                 "labels of one type that can be sorted (integers, whole-number floats, strings "
                 f"or booleans); got {list(self.classes)!r} ({exc})."
             ) from None
+        if classes.size < 2:
+            raise InvalidParameterError(
+                "The 'classes' parameter of DPLogisticRegression must hold at least 2 "
+                f"distinct labels; got {classes.tolist()!r}.")
         if kind not in ("binary", "multiclass"):
             # Refused here, from the parameter alone: accepted, a label 0.5
             # would pass as a class and then fail scikit-learn's target check
@@ -576,6 +593,11 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
                 f"classifiers accept); got {classes.tolist()!r}, of type {kind!r}."
             )
         return classes
+
+    def _validated(self, X, y, *, warn=True):
+        if self.classes is not None:
+            self._declared_classes()  # a parameter: refused before the data are read
+        return super()._validated(X, y, warn=warn)
 
     def _check_targets(self, y, *, warn=True):
         """The classes: declared (every label must be one), or read from y.
@@ -589,8 +611,8 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
             # label of 1e308, a warning shown for one data set and not its
             # neighbour.
             with np.errstate(all="ignore"):
-                check_classification_targets(y)
-                classes = np.unique(y)
+                _sorted_labels(check_classification_targets, y)
+                classes = _sorted_labels(np.unique, y)
             if warn:
                 warn_user(
                     "DPLogisticRegression read the set of classes from y, which reveals "
@@ -606,18 +628,17 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
             # 1.25 warns that comparing labels of another type, say int y
             # with string classes, "failed"; the result is right.)
             with silenced():
-                unknown = classes.size >= 2 and np.setdiff1d(y, classes).size
+                unknown = _sorted_labels(np.setdiff1d, y, classes).size
             if unknown:  # else: the error below
                 raise ValueError(
                     "y contains labels not in the declared 'classes' parameter "
                     f"{classes.tolist()}; every label must be one of them."
                 )
-        if classes.size < 2:
+        if classes.size < 2:  # (read from y: declared ones are checked as a parameter)
             # A label read from y is a value of the private data: not shown.
-            shown = f": {classes.tolist()}" if self.classes is not None else " (read from y)"
             raise ValueError(
                 "DPLogisticRegression needs at least 2 classes; got "
-                f"{classes.size} class{'' if classes.size == 1 else 'es'}{shown}."
+                f"{classes.size} class{'' if classes.size == 1 else 'es'} (read from y)."
             )
         return classes
 

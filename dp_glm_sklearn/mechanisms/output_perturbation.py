@@ -133,6 +133,14 @@ def calibrate_output_perturbation(problem, epsilon, delta, l2=None):
     if lam > 0:
         main = 2.0 * problem.lipschitz / (lam * problem.n_samples)
         nominal = OPTIMIZATION_ACCURACY_RATIO * main
+        if main == math.inf:
+            # Overflow (a subnormal l2_regularization such as 5e-324): the
+            # noise would be infinite.
+            raise ValueError(
+                f"method='output_perturbation' with l2_regularization={lam:.3g} at these "
+                "bounds has an infinite sensitivity 2 G / (l2_regularization n); pass a "
+                "larger l2_regularization (or None for the default), or rescale the data "
+                "so that the bounds are moderate.")
         if not nominal >= sys.float_info.min:
             # Underflow (l2_regularization=1e300 with feature_norm=1e-100): a
             # sensitivity of 0 would release the minimizer without noise as
@@ -150,10 +158,11 @@ def calibrate_output_perturbation(problem, epsilon, delta, l2=None):
             raise ValueError(
                 f"method='output_perturbation' cannot certify its solver's accuracy in "
                 f"float64 at these bounds: rounding alone would take {floor / main:.3g} times "
-                f"the sensitivity's main term (more than {MAX_ACCURACY_RATIO}; far apart "
-                "scales, such as a Huber threshold far below the residuals). Use "
-                "method='noisy_gd', or a larger threshold, or rescale the data so that the "
-                "bounds are moderate.")
+                f"the sensitivity's main term (more than {MAX_ACCURACY_RATIO}). The ratio "
+                "grows with n_samples and with how far apart the scales of feature_norm, "
+                "norm_bound, y_bound, l2_regularization and (DPHuberRegressor) threshold "
+                "are, e.g. a Huber threshold far below the label range. Use "
+                "method='noisy_gd', or bounds of closer scales.")
         accuracy = max(nominal, floor)
         sensitivity = main + 2.0 * accuracy
     else:

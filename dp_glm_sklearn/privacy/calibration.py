@@ -97,6 +97,13 @@ def _gdp_log_delta(epsilon, mu, *, margin=0.0):
     """
     a = -epsilon / mu + mu / 2.0
     log_first = float(log_ndtr(a))
+    if log_first == -_INF and margin == 0.0:
+        # a below about -1.9e154 (mu <= ~1e-154, or epsilon / mu >= ~1e154):
+        # delta <= Phi(a), whose log is below -1e308.  (Both terms -inf would
+        # make the ratio NaN, which gdp_delta turned into delta = 1.  The
+        # solvers, margin > 0, keep the NaN: their bracketing fails on it and
+        # they take the tail bound.)
+        return -_INF
     log_second = float(log_ndtr(a - mu))
     # log of (exp(eps) Phi(a - mu)) / Phi(a), which is < 0 in exact arithmetic.
     log_ratio = epsilon + log_second - log_first

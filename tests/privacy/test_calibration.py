@@ -81,6 +81,10 @@ def test_special_values():
     assert gdp_delta(1.0, math.inf) == 1.0
     assert gdp_delta(math.inf, 1.0) == 0.0
     assert gdp_delta(0.0, 1.0) == pytest.approx(2 * 0.6914624612740131 - 1, rel=1e-12)
+    # Both Gaussian tails beyond float range (log_ndtr = -inf): delta 0, not the
+    # NaN that became 1.
+    assert gdp_delta(1.0, 1e-160) == 0.0
+    assert gdp_delta(1e155, 1.0) == 0.0
     assert gdp_mu(math.inf, 1e-6) == math.inf
     assert gdp_mu(1.0, 0.0) == 0.0
     assert gdp_mu(1.0, 1.0) == math.inf
