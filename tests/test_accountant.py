@@ -236,6 +236,9 @@ def test_spend_rejects_bad_input():
     with pytest.raises(TypeError, match="source"):
         acc.spend(GaussianEvent(0.5), source=3)
     assert acc.history == []
+    # Nothing released, nothing recorded (it was an empty row of the report).
+    assert acc.spend([]) == (0.0, acc.delta) and acc.spend(set()) == (0.0, acc.delta)
+    assert acc.history == []
 
 
 def test_report_with_pandas():

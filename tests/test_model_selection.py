@@ -517,6 +517,17 @@ def test_estimator_without_dp_parameters_is_refused(clf_data):
         DPGridSearchCV(LogisticRegression(), {"C": [1.0]}).fit(*clf_data)
 
 
+def test_an_estimator_class_is_refused_with_a_message_of_its_own(clf_data):
+    """A class has fit and predict, so it passed the parameter check, then failed
+    with "get_params() missing 1 required positional argument: 'self'"."""
+    acc = PrivacyAccountant(delta=DELTA)
+    for search in (DPGridSearchCV(DPLogisticRegression, GRID, accountant=acc),
+                   DPConfidenceBoosting(DPLogisticRegression, accountant=acc)):
+        with pytest.raises(TypeError, match=r"instance, such as DPLogisticRegression\(\.\.\.\)"):
+            search.fit(*clf_data)
+    assert acc.history == []
+
+
 def test_scoring_needs_public_label_bounds(clf_data):
     with pytest.raises(ValueError, match="y_bound"):
         DPGridSearchCV(_clf(), GRID, scoring="neg_mean_absolute_error",

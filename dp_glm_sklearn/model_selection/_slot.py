@@ -156,6 +156,10 @@ def _cloned(params):
 
 
 def _find_dp_slot(estimator):
+    if isinstance(estimator, type):  # (has fit and predict, as its instances do)
+        raise TypeError(
+            f"The 'estimator' parameter must be an estimator instance, such as "
+            f"{estimator.__name__}(...); got the class {estimator.__name__} itself.")
     params = estimator.get_params(deep=True)
     keys = [k for k in params if k == "epsilon" or k.endswith("__epsilon")]
     if len(keys) != 1:

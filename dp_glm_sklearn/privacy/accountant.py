@@ -420,7 +420,8 @@ class PrivacyAccountant:
         Parameters
         ----------
         events : event or iterable of events
-            The cost of the release.
+            The cost of the release.  An empty iterable releases nothing and
+            records nothing.
         source : str, default=None
             Who released it, for :meth:`report` (e.g. ``"DPLinearRegression.fit"``).
 
@@ -450,6 +451,8 @@ class PrivacyAccountant:
         if source is not None and not isinstance(source, str):
             raise TypeError(f"source must be a str or None, got {source!r}.")
         total = self._check_locked(events)
+        if not events:  # nothing released: no row in the ledger's report
+            return
         self._records.append(SpendRecord(events, source, datetime.now().astimezone(), total))
         self._summary.add(events)
 
