@@ -440,9 +440,17 @@ def _compose_summary(mu, others, runs, delta):
         return basic
     interval = max(_PLD_DISCRETIZATION, _PLD_RELATIVE_DISCRETIZATION * scale)
     try:
-        bounds = [basic, _rdp_bound(mu, others, (), delta)]
+        # Epsilons so large that nothing is private overflow the RDP's eps**2
+        # and the PLD's grid (exp of its step): their failure warned, which
+        # raised after a charge was recorded under warnings-as-errors.  Such
+        # ledgers skip them.
+        bounds = [basic]
+        largest = max(eps for eps, _ in others)
+        if largest <= _LARGEST_RDP_EPSILON:
+            bounds.append(_rdp_bound(mu, others, (), delta))
         pld_delta = _pld_delta(mu, others, delta, interval)
-        if pld_delta > 0.0:
+        if pld_delta > 0.0 and largest <= _LARGEST_PLD_EPSILON \
+                and scale <= _LARGEST_PLD_SCALE:
             bounds.append(_pld_composition(mu, others, pld_delta, interval))
     except ImportError:
         return basic
@@ -599,6 +607,16 @@ def _basic_composition(mu, others, delta):
     return eps_sum + gdp_epsilon(mu, remaining)
 
 
+# Mixed ledgers whose largest pure or approximate epsilon exceeds this skip
+# the RDP bound (its eps**2 overflows from ~1e154) ...
+_LARGEST_RDP_EPSILON = 1e150
+# ... and those with an epsilon above this (the PLD of an (eps, delta) pair
+# takes exp(eps)), or whose total scale (the epsilons' sum and the Gaussian
+# part's) exceeds the next (the grid step, 1e-5 of the scale, has exp(step)
+# beyond the floats from ~7e7), skip the PLD.
+_LARGEST_PLD_EPSILON = 700.0
+_LARGEST_PLD_SCALE = 1e7
+
 # dp-accounting's PLD compositions (FFTs) truncate tails of mass up to this,
 # per composition (its default ``tail_mass_truncation``).
 _PLD_TAIL_MASS = 1e-15
@@ -632,9 +650,10 @@ def _pld_delta(mu, others, delta, interval):
     infinity plus the mass at each loss l times ``(1 - e^(eps - l))_+``, a
     weight in [0, 1]), is at most ``sqrt(L)`` times the 2-norm one.  Each
     composition may also move its truncated tail mass (``_PLD_TAIL_MASS``)
-    by wrapping around.  The sum over the compositions, doubled, is taken
-    off delta; the sum over L points of delta's formula has a relative
-    rounding error below ``L u``, taken off too.  This is ~1e-9 for a
+    by wrapping around.  Last, dp-accounting finds epsilon from partial sums
+    of the at most L masses (each at most 1) compared with delta, a
+    difference with an absolute error below about ``L u``.  All of it,
+    doubled, is taken off delta.  This is ~1e-9 for a
     thousand events: nothing at the usual deltas, and below about 1e-8 the
     RDP bound (closed forms, no FFT) is usually the smaller one anyway.
     Returns a number <= 0 when nothing is left (then the PLD is not used).
@@ -649,7 +668,7 @@ def _pld_delta(mu, others, delta, interval):
     allowance = math.fsum(
         [(count + 1) * per_point + _PLD_TAIL_MASS for count in groups.values() if count > 1]
         + [3.0 * per_point + _PLD_TAIL_MASS] * n_compositions)
-    return (delta - 2.0 * allowance) / (1.0 + size * u)
+    return delta - 2.0 * (allowance + size * u)
 
 
 def _pld_composition(mu, others, delta, interval):

@@ -205,6 +205,27 @@ def _log_optimal_delta(k, eps0, epsilon):
     return top + math.log(math.fsum(math.exp(v - top) for v in logs))
 
 
+@pytest.mark.parametrize("epsilon", [701.0, 1e9, 1e200])
+def test_huge_epsilons_compose_without_warning(epsilon):
+    """Epsilons at which nothing is private overflowed the PLD (exp(eps), its grid
+    step) or the RDP bound (eps**2): a RuntimeWarning, which under
+    warnings-as-errors raised after the charge was recorded.  Basic composition
+    prices them, silently."""
+    import warnings
+
+    from dp_glm_sklearn.privacy import PrivacyAccountant
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for ledger in ([PureDPEvent(epsilon), GaussianEvent(1.0)],
+                       [PureDPEvent(epsilon), ApproxDPEvent(0.1, 1e-7)]):
+            assert compose(ledger, DELTA) == _basic(ledger, DELTA)
+        acc = PrivacyAccountant(epsilon=math.inf, delta=DELTA)
+        assert acc.spend(PureDPEvent(epsilon))[0] == epsilon
+        assert acc.spend(GaussianEvent(1.0))[0] == pytest.approx(epsilon + gdp_epsilon(1.0, DELTA))
+    assert len(acc.history) == 2
+
+
 @pytest.mark.parametrize("k,eps0,delta", [(1000, 0.01, 1e-6), (1000, 0.01, 1e-10),
                                           (1000, 0.01, 1e-12), (2000, 0.05, 1e-12),
                                           (2000, 0.05, 1e-6), (10, 0.5, 1e-14)])
