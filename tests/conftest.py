@@ -27,3 +27,4 @@ def clf_data():
     X = rng.normal(size=(1200, 4))
     y = (X @ [1.5, -1.0, 0.5, 0.0] + 0.3 * rng.normal(size=1200) > 0).astype(int)
     return X, y
+

@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from _memory import traced_peak
 from hypothesis import given, settings, target
 from hypothesis import strategies as st
 from scipy.optimize import minimize_scalar
@@ -748,15 +749,10 @@ def test_sparse_input_is_never_densified(method):
     n, d = 2000, 50_000
     X = _sparse_rows(n, d, 5)
     y = np.random.default_rng(0).integers(0, 2, n)
-    tracemalloc.start()
-    try:
-        options = {"jl": dict(max_iter=3, projection_dim=200), "noisy_gd": dict(max_iter=3)}
-        clf = DPLogisticRegression(epsilon=1.0, classes=[0, 1], method=method, random_state=0,
-                                   **options.get(method, {})).fit(X, y)
-        clf.predict(X)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    options = {"jl": dict(max_iter=3, projection_dim=200), "noisy_gd": dict(max_iter=3)}
+    clf = DPLogisticRegression(epsilon=1.0, classes=[0, 1], method=method, random_state=0,
+                               **options.get(method, {}))
+    peak = traced_peak(lambda: clf.fit(X, y).predict(X))
     assert peak < 160 * 2**20, peak / 2**20
 
 
@@ -773,13 +769,9 @@ def test_many_declared_classes_keep_the_scores_in_blocks(sparse):
     X = rng.standard_normal((n, 2))
     X = sp.csr_matrix(X) if sparse else X
     y = rng.integers(0, 3, n)
-    tracemalloc.start()
-    try:
-        DPLogisticRegression(classes=np.arange(K), feature_norm=3.0, max_iter=2,
-                             method="noisy_gd", random_state=0).fit(X, y)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    clf = DPLogisticRegression(classes=np.arange(K), feature_norm=3.0, max_iter=2,
+                               method="noisy_gd", random_state=0)
+    peak = traced_peak(lambda: clf.fit(X, y))
     assert peak < n * K * 8 / 2, peak / 2**20
 
 
@@ -880,12 +872,7 @@ def test_sparse_jl_never_forms_the_projected_rows(nnz_per_row, monkeypatch):
     X = _sparse_rows(n, d, nnz_per_row)
     y = np.random.default_rng(0).integers(0, 2, n)
     clf = _est(DPLogisticRegression, method="jl", projection_dim=k, max_iter=2)
-    tracemalloc.start()
-    try:
-        clf.fit(X, y)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = traced_peak(lambda: clf.fit(X, y))
     assert clf.method_ == "jl" and clf.coef_.shape == (1, d)
     assert peak < n * k * 8 / 4, peak / 2**20
 

@@ -2,13 +2,13 @@
 
 import math
 import pickle
-import tracemalloc
 import warnings
 
 import numpy as np
 import pytest
 import scipy.sparse as sp
 import sklearn
+from _memory import traced_peak
 from joblib import parallel_config
 from scipy.stats import randint
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
@@ -418,12 +418,7 @@ def test_validation_scores_many_classes_in_blocks(scoring):
                                                  max_iter=2, method="noisy_gd"),
                             {"norm_bound": [1.0, 2.0]}, epsilon=1.0, scoring=scoring,
                             random_state=0)
-    tracemalloc.start()
-    try:
-        search.fit(X, y)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    peak = traced_peak(lambda: search.fit(X, y))
     assert peak < 4000 * 5000 * 8, peak / 2**20
 
 
