@@ -327,8 +327,8 @@ def compose(events, delta):
     times the basic-composition epsilon when that is larger, so that large
     totals do not need grids of millions of points; each rounding errs on the
     side of privacy.  The FFTs composing them do not: their rounding is
-    bounded and taken off delta first (:func:`_pld_delta`; ~1e-9 for a
-    thousand events), and below that delta the PLD is not used.  The RDP
+    bounded and taken off delta first (:func:`_pld_delta`; 2e-8 to 6e-8
+    for a thousand events), and below that delta the PLD is not used.  The RDP
     bound of the ledger (item 1 below, without random-stopping events) is a
     third candidate: computed from closed forms, it is the smaller one at
     very small delta.
@@ -653,8 +653,8 @@ def _pld_delta(mu, others, delta, interval):
     by wrapping around.  Last, dp-accounting finds epsilon from partial sums
     of the at most L masses (each at most 1) compared with delta, a
     difference with an absolute error below about ``L u``.  All of it,
-    doubled, is taken off delta.  This is ~1e-9 for a
-    thousand events: nothing at the usual deltas, and below about 1e-8 the
+    doubled, is taken off delta.  This is 2e-8 to 6e-8 for a thousand events
+    (4e-10 for ten): nothing at the usual deltas, and below about 1e-7 the
     RDP bound (closed forms, no FFT) is usually the smaller one anyway.
     Returns a number <= 0 when nothing is left (then the PLD is not used).
     """
