@@ -569,7 +569,10 @@ def _rdp_epsilon(mu, runs, pure_epsilons, delta):
             # (count * curve + rdp, the same floats), with the curve cached.
             rdp = count * _repeat_and_select_rdp(run_mu, mean, shape) + rdp
     for eps in pure_epsilons:
-        rdp = rdp + np.minimum(eps, orders * eps**2 / 2.0)
+        # (Above _LARGEST_RDP_EPSILON, eps**2 overflows; the minimum is eps there,
+        # as at every eps > 2 / min(orders).)
+        rdp = rdp + (np.minimum(eps, orders * eps**2 / 2.0) if eps <= _LARGEST_RDP_EPSILON
+                     else eps)
     epsilon, _ = rdp_privacy_accountant.compute_epsilon(orders, rdp, delta)
     return float(epsilon)
 

@@ -220,6 +220,8 @@ def test_huge_epsilons_compose_without_warning(epsilon):
         for ledger in ([PureDPEvent(epsilon), GaussianEvent(1.0)],
                        [PureDPEvent(epsilon), ApproxDPEvent(0.1, 1e-7)]):
             assert compose(ledger, DELTA) == _basic(ledger, DELTA)
+        stopping = compose([RandomStoppingEvent(0.5, 10.0), PureDPEvent(epsilon)], DELTA)
+        assert epsilon <= stopping < 1.01 * epsilon + 10
         acc = PrivacyAccountant(epsilon=math.inf, delta=DELTA)
         assert acc.spend(PureDPEvent(epsilon))[0] == epsilon
         assert acc.spend(GaussianEvent(1.0))[0] == pytest.approx(epsilon + gdp_epsilon(1.0, DELTA))
