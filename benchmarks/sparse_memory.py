@@ -12,8 +12,9 @@ expect more on average): the signal is weak, so train accuracies near it
 are as good as they get.
 
 Run: ``python benchmarks/sparse_memory.py [--methods noisy_gd,jl,auto,...,sklearn]
-[--n 200000]`` (about a minute).  Prints a table and, with the default methods
-and n, writes ``benchmarks/results/sparse_memory.txt``.
+[--n 200000]`` (about a minute).  Prints a table and writes it to
+``benchmarks/results/sparse_memory.txt`` (default methods and n) or
+``sparse_memory_n<n>.txt`` (another n).
 """
 
 import argparse
@@ -95,9 +96,10 @@ def main():
                  f"{args.n * D * 8 / 2**30:.0f} GiB; the true model's expected accuracy on these "
                  f"labels: {r['true_model_accuracy']:.3f})")
     print(lines[-1])
-    if args.methods == METHODS and args.n == N:
+    if args.methods == METHODS or args.n != N:
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / "sparse_memory.txt").write_text("\n".join(lines) + "\n")
+        name = "sparse_memory.txt" if args.n == N else f"sparse_memory_n{args.n}.txt"
+        (RESULTS / name).write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":
