@@ -228,6 +228,94 @@ def test_parallel_workers_charge_nothing_the_wrapper_charges_once(clf_data, Sear
     assert acc.spent()[0] == pytest.approx(search.privacy_spent_[0], rel=1e-9)
 
 
+class _Unpicklable:
+    """A parameter value clone accepts (deepcopy returns it) but pickle refuses."""
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        raise TypeError("no pickling")
+
+
+def _halve_in_place(Z, tag=None):
+    Z *= 0.5  # row-wise and public, but in place: a read-only array refuses it
+    return Z
+
+
+def test_process_workers_that_cannot_receive_or_write_the_fits_fail_before_the_charge():
+    """With n_jobs=2 on loky, an estimator that cannot be pickled failed after the
+    charge (a PicklingError), and a step working in place on the training part
+    failed there too (joblib hands workers parts over 1 MB as read-only memory
+    maps). Now the first is refused before the charge and the second fits, as
+    it does with n_jobs=1 (review red team)."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30_000, 10))  # training parts of 1.2 MB: memory-mapped
+    y = (X[:, 0] > 0).astype(int)
+    grid = {"dplogisticregression__norm_bound": [1.0, 2.0]}
+    for step, refused in ((FunctionTransformer(_halve_in_place,
+                                               kw_args={"tag": _Unpicklable()}), True),
+                          (FunctionTransformer(_halve_in_place), False)):
+        acc = PrivacyAccountant(epsilon=10.0, delta=1e-3)
+        search = DPGridSearchCV(make_pipeline(step, _clf()), grid,
+                                epsilon=1.0, random_state=0, accountant=acc, n_jobs=2)
+        with warnings.catch_warnings(), parallel_config(backend="loky"):
+            warnings.simplefilter("ignore", PrivacyLeakWarning)
+            if refused:
+                with pytest.raises(TypeError, match="pickling them failed.*Nothing was charged"):
+                    search.fit(X.copy(), y)
+                assert acc.history == []
+            else:
+                search.fit(X.copy(), y)
+                assert len(acc.history) == 1
+
+
+@pytest.mark.parametrize("Search", [DPGridSearchCV, DPConfidenceBoosting])
+def test_plans_are_checked_at_each_training_parts_width(Search):
+    """PCA(n_components=0.9) fitted on a training part can keep more components
+    than on all rows; a plan that fits at the width of all rows but not at the
+    part's (output perturbation's rounding floor grows with d) failed after the
+    charge, on one data set and not on its neighbour (review red team).  Now
+    both neighbours are refused or fitted before any charge."""
+    n, outlier = (100 if Search is DPGridSearchCV else 150), [50, 0, 0, 0, 0, 0]
+    X = np.random.default_rng(1).normal(size=(n, 6)) * 0.1
+    y = np.arange(n) % 2
+    estimator = Pipeline([("pca", PCA(n_components=0.9)), ("dp", DPLogisticRegression(
+        feature_norm=1.0, classes=[0, 1], method="output_perturbation", norm_bound=9.6e10))])
+    # The parts at random_state=0: an outlier in every part but one training part
+    # (whose PCA then keeps more components); the neighbour adds one there too.
+    perm = np.random.default_rng(0).permutation(n)
+    if Search is DPGridSearchCV:
+        parts = [perm[:n // 2], perm[n // 2:]]  # validation, training
+        make = lambda acc: Search(estimator, {"dp__norm_bound": [9.6e10]}, epsilon=1.0,  # noqa: E731
+                                  delta=1e-5, random_state=0, accountant=acc)
+    else:
+        parts = np.array_split(perm, 3)[::-1]  # held-out chunk, then the training chunks
+        make = lambda acc: Search(estimator, n_models=2, epsilon=1.0, delta=1e-5,  # noqa: E731
+                                  random_state=0, accountant=acc)
+    for part in parts[:-1]:
+        X[part[0]] = outlier
+    neighbour = X.copy()
+    neighbour[parts[-1][0]] = outlier
+    outcomes = []
+    for data in (neighbour, X):
+        acc = PrivacyAccountant(epsilon=10.0, delta=1e-3)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)
+            try:
+                make(acc).fit(data, y)
+                outcomes.append("fitted")
+                assert len(acc.history) == 1
+            except ValueError as exc:
+                assert "cannot certify" in str(exc)
+                assert acc.history == []  # refused: before the charge
+                outcomes.append("refused")
+    assert outcomes == ["fitted", "refused"]
+
+
 def test_refit_defaults_to_false():
     assert DPGridSearchCV(_clf(), GRID).refit is False
     assert DPRandomizedSearchCV(_clf(), GRID).refit is False

@@ -51,7 +51,12 @@ def _usable_output(Xt, n_features=None):
 
 
 def _probe_head(head, X, y, parts):
-    """Fit the preprocessing ``head`` on X (returned transformed) and on each training part.
+    """Fit the preprocessing ``head`` on X and on each training part.
+
+    Returns ``(Xt, widths)``: X transformed, and the numbers of features the
+    head gives the training parts (a step fitted on the data, such as
+    ``PCA(n_components=0.9)``, can give a part more than all rows), at
+    which the candidates' public plans are checked too.
 
     Probes before the charge: what they warn is not shown (it may depend on
     one record, and in the random search on K; the fits warn later).  Their
@@ -67,6 +72,7 @@ def _probe_head(head, X, y, parts):
     try:
         with silenced(), np.errstate(all="ignore"):
             Xt = clone(head).fit_transform(X, y)
+            widths = set()
             for train, val in parts:
                 # What the DP estimator gets, in a candidate's fit and in its
                 # validation: a step can leave a training part with no
@@ -75,7 +81,8 @@ def _probe_head(head, X, y, parts):
                 n_features = _usable_output(part.fit_transform(safe_indexing(X, train),
                                                                safe_indexing(y, train)))
                 _usable_output(part.transform(safe_indexing(X, val)), n_features)
-            return Xt
+                widths.add(n_features)
+            return Xt, widths
     except Exception as exc:
         safe = (isinstance(exc, ValueError) and str(exc).startswith(_SAFE_STEP_ERRORS)
                 or isinstance(exc, TypeError) and str(exc).startswith(_SAFE_TYPE_ERRORS))

@@ -70,7 +70,13 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
+from joblib import effective_n_jobs
 from joblib.parallel import get_active_backend
+
+try:  # what loky pickles tasks with: joblib vendored it before 1.5, then required it
+    from joblib.externals import cloudpickle
+except ImportError:  # pragma: no cover
+    import cloudpickle
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import get_tags
@@ -215,10 +221,23 @@ def _fit_candidate(estimator, params, slot, X, y, parent_pid):
         if os.getpid() == parent_pid:
             estimator.fit(X, y)  # in the parent's threads: _fit_jobs silences them
         else:
+            # joblib hands a worker process large arrays as read-only memory
+            # maps; a step working in place (checked before the charge on
+            # writable parts) would fail there, after the charge.
+            X, y = _writable(X), _writable(y)
             # One task at a time per worker process: its filters are its own.
             with silenced():
                 estimator.fit(X, y)
     return estimator
+
+
+def _writable(a):
+    """``a``, or a writable copy of it if it is a read-only numpy array (or a
+    sparse matrix over one)."""
+    flags = getattr(getattr(a, "data", None) if sp.issparse(a) else a, "flags", None)
+    if flags is None or flags.writeable:
+        return a
+    return a.copy()
 
 
 def _check_prepaid(estimator, slot, mu):
@@ -438,6 +457,28 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         _check_release(accountant, events, float(self.epsilon), delta)
         return accountant
 
+    def _check_picklable(self, slot, candidates):
+        """Raise, before the charge, if worker processes could not receive the fits.
+
+        With ``n_jobs`` above 1 on a process backend (joblib's loky, the
+        default, or multiprocessing), each candidate's estimator and
+        parameters are pickled to a worker (by cloudpickle, as loky does): one
+        that cannot be pickled failed after the charge.
+        """
+        backend = get_active_backend()[0]
+        if getattr(backend, "supports_sharedmem", False) or effective_n_jobs(self.n_jobs) <= 1:
+            return
+        estimator = clone(self.estimator).set_params(**{slot.key("accountant"): None})
+        try:
+            cloudpickle.dumps((estimator, list(candidates)))
+        except Exception as exc:
+            raise TypeError(
+                f"{type(self).__name__} with n_jobs={self.n_jobs!r} fits its candidates in "
+                f"worker processes ({type(backend).__name__}), which receive the estimator "
+                f"and the candidates' parameters pickled; pickling them failed "
+                f"({type(exc).__name__}). Nothing was charged. Make them picklable, or use "
+                "n_jobs=1 or joblib's threading backend.") from None
+
     def _charge(self, accountant, slot, events, source, X, y, candidates, parts, fits, rows):
         """The fit's one charge, made safely; returns :meth:`_prepare`'s ``(X, y, fixed)``
         and the ``(X, y)`` of each of ``rows`` (arrays of row indices).
@@ -488,6 +529,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         possible = self._possible_candidates(candidates, slot)
         _warn_fitted_preprocessing(self, slot, possible)
         _check_scoring(self.estimator, slot, self._scoring())
+        self._check_picklable(slot, itertools.chain(possible, candidates))
         _n_samples(y, type(self).__name__, what="y")
         X, y = indexable(X, y)
         check_consistent_length(X, y)
@@ -518,11 +560,11 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             candidate = _with_params(self.estimator, params)
             head = _head(candidate)
             if head is None:
-                Xt = X
+                Xt, widths = X, set()
             elif head_key not in heads:
-                Xt = heads[head_key] = _probe_head(head, X, y, parts)
+                Xt, widths = heads[head_key] = _probe_head(head, X, y, parts)
             else:
-                Xt = heads[head_key]
+                Xt, widths = heads[head_key]
             probe = clone(slot.owner(candidate))
             if probe.get_params().get("norm_bound") == "auto" and smallest is not None \
                     and smallest < 2:
@@ -541,10 +583,13 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                     # count the random search's secret K.
                     checked[key] = _validated_after(head, probe, Xt, y)
             X_checked, y_checked = checked[key]
+            # At the width of all rows (the refit's) and of each training part
+            # (the candidates'; a step fitted on the data can make them wider,
+            # and a plan refused at the wider one failed after the charge).
             # (JL's working memory depends on X's storage; after preprocessing
             # it may differ between parts: None, either.)
-            plans.append((probe, X_checked.shape[1],
-                          sp.issparse(X_checked) if head is None else None))
+            plans += [(probe, width, sp.issparse(X_checked) if head is None else None)
+                      for width in sorted({X_checked.shape[1], *widths})]
         fixed = {}
         if is_classifier(owner) and any(
                 slot.owner(_with_params(self.estimator, params)).classes is None
