@@ -243,6 +243,59 @@ def _halve_in_place(Z, tag=None):
     return Z
 
 
+class _KeepsALock(TransformerMixin, BaseEstimator):
+    """A step that pickles unfitted but not fitted."""
+
+    def fit(self, X, y=None):
+        import threading
+
+        self.lock_ = threading.Lock()
+        return self
+
+    def transform(self, X):
+        return X
+
+
+@pytest.mark.parametrize("backend, step, refused", [
+    ("multiprocessing", "lambda", True),  # standard pickle: no lambdas
+    ("loky", "lambda", False),  # cloudpickle
+    ("loky", "lock", True),  # the fitted step cannot come back
+    ("threading", "lock", False),  # nothing is pickled
+])
+def test_what_worker_processes_cannot_pickle_is_refused_before_the_charge(clf_data, backend,
+                                                                          step, refused):
+    from sklearn.preprocessing import FunctionTransformer
+
+    steps = {"lambda": FunctionTransformer(lambda Z: Z * 0.5), "lock": _KeepsALock()}
+    acc = PrivacyAccountant(epsilon=10.0, delta=1e-3)
+    search = DPGridSearchCV(Pipeline([("step", steps[step]), ("dp", _clf())]),
+                            {"dp__norm_bound": [1.0, 2.0]}, epsilon=1.0, random_state=0,
+                            accountant=acc, n_jobs=2)
+    with warnings.catch_warnings(), parallel_config(backend=backend):
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        if refused:
+            with pytest.raises(TypeError, match="pickl.*Nothing was charged"):
+                search.fit(*clf_data)
+            assert acc.history == []
+        else:
+            search.fit(*clf_data)
+            assert len(acc.history) == 1
+
+
+def test_pandas_input_to_worker_processes():
+    """A pandas y (or X) in a worker process: the read-only check read pandas'
+    own ``flags`` and raised after the charge (review of the fix)."""
+    import pandas as pd
+
+    X = np.random.default_rng(0).normal(size=(200, 3))
+    y = pd.Series((X[:, 0] > 0).astype(int))
+    acc = PrivacyAccountant(epsilon=10.0, delta=1e-3)
+    with parallel_config(backend="loky"):
+        DPConfidenceBoosting(_clf(), n_models=2, epsilon=1.0, random_state=0,
+                             accountant=acc, n_jobs=2).fit(pd.DataFrame(X), y)
+    assert len(acc.history) == 1
+
+
 def test_process_workers_that_cannot_receive_or_write_the_fits_fail_before_the_charge():
     """With n_jobs=2 on loky, an estimator that cannot be pickled failed after the
     charge (a PicklingError), and a step working in place on the training part
@@ -314,6 +367,25 @@ def test_plans_are_checked_at_each_training_parts_width(Search):
                 assert acc.history == []  # refused: before the charge
                 outcomes.append("refused")
     assert outcomes == ["fitted", "refused"]
+
+
+def test_the_refit_is_planned_at_all_rows_width_only():
+    """The training part's width (5 components) is checked at the candidates' size,
+    all rows' (1 component) at the refit's: checking the part's width at the
+    refit's size refused a search whose fits all run (review of the fix)."""
+    n = 100
+    X = np.random.default_rng(1).normal(size=(n, 6)) * 0.1
+    y = np.arange(n) % 2
+    X[np.random.default_rng(0).permutation(n)[0]] = [50, 0, 0, 0, 0, 0]  # validation part
+    estimator = Pipeline([("pca", PCA(n_components=0.9)), ("dp", DPLogisticRegression(
+        feature_norm=1.0, classes=[0, 1], method="output_perturbation", norm_bound=4.64e10))])
+    acc = PrivacyAccountant(epsilon=10.0, delta=1e-3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        search = DPGridSearchCV(estimator, {"dp__norm_bound": [4.64e10]}, epsilon=1.0,
+                                delta=1e-5, refit=True, random_state=0, accountant=acc)
+        search.fit(X, y)
+    assert len(acc.history) == 1 and search.best_estimator_[0].n_components_ == 1
 
 
 def test_refit_defaults_to_false():

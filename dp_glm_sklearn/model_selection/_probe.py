@@ -50,7 +50,7 @@ def _usable_output(Xt, n_features=None):
     return Xt.shape[1]
 
 
-def _probe_head(head, X, y, parts):
+def _probe_head(head, X, y, parts, dumps=None):
     """Fit the preprocessing ``head`` on X and on each training part.
 
     Returns ``(Xt, widths)``: X transformed, and the numbers of features the
@@ -67,8 +67,13 @@ def _probe_head(head, X, y, parts):
     the private number of rows kept).  Nor do they say which setting of the
     grid failed, or how: where a setting starts to fail can depend on the
     data (a ``VarianceThreshold`` grid would bracket the largest variance).
+
+    ``dumps``: how worker processes will pickle the fitted candidates back
+    (None: no worker processes); each head fitted on a part goes through it,
+    and one that cannot (a step keeping a lock) is refused here.
     """
     steps = ", ".join(type(step).__name__ for _, step in head.steps)
+    fitted = []
     try:
         with silenced(), np.errstate(all="ignore"):
             Xt = clone(head).fit_transform(X, y)
@@ -82,7 +87,8 @@ def _probe_head(head, X, y, parts):
                                                                safe_indexing(y, train)))
                 _usable_output(part.transform(safe_indexing(X, val)), n_features)
                 widths.add(n_features)
-            return Xt, widths
+                if dumps is not None:
+                    fitted.append(part)
     except Exception as exc:
         safe = (isinstance(exc, ValueError) and str(exc).startswith(_SAFE_STEP_ERRORS)
                 or isinstance(exc, TypeError) and str(exc).startswith(_SAFE_TYPE_ERRORS))
@@ -96,6 +102,20 @@ def _probe_head(head, X, y, parts):
             "setting of the grid, before anything was charged. What failed is not shown: it "
             "may tell values of the data. Check the grid's settings against the data's public "
             "shape, or fit the steps on the data yourself to see why.")
+    else:
+        for part in fitted:
+            try:
+                dumps(part)
+            except Exception as exc:
+                error = TypeError(
+                    f"The preprocessing steps before the DP estimator ({steps}), fitted on a "
+                    f"training part, cannot be pickled ({type(exc).__name__}), which the "
+                    "search's worker processes need to send the fitted candidates back "
+                    "(n_jobs > 1 on a process backend). Nothing was charged. Use n_jobs=1 or "
+                    "joblib's threading backend.")
+                break
+        else:
+            return Xt, widths
     raise error
 
 

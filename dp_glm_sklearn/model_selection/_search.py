@@ -66,6 +66,7 @@ shown anywhere.
 import itertools
 import math
 import os
+import pickle
 from numbers import Integral, Real
 
 import numpy as np
@@ -233,11 +234,17 @@ def _fit_candidate(estimator, params, slot, X, y, parent_pid):
 
 def _writable(a):
     """``a``, or a writable copy of it if it is a read-only numpy array (or a
-    sparse matrix over one)."""
-    flags = getattr(getattr(a, "data", None) if sp.issparse(a) else a, "flags", None)
-    if flags is None or flags.writeable:
-        return a
-    return a.copy()
+    sparse matrix over one; other types, pandas' included, as they are)."""
+    values = a.data if sp.issparse(a) else a
+    if isinstance(values, np.ndarray) and not values.flags.writeable:
+        return a.copy()
+    return a
+
+
+def _widths(n_features, part_widths, fit, train_sizes):
+    """The numbers of features a fit ``(n_samples, epsilon, delta)`` can be given:
+    a training part's (its size is in ``train_sizes``) or all rows'."""
+    return sorted(part_widths) if part_widths and fit[0] in train_sizes else [n_features]
 
 
 def _check_prepaid(estimator, slot, mu):
@@ -457,20 +464,31 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         _check_release(accountant, events, float(self.epsilon), delta)
         return accountant
 
-    def _check_picklable(self, slot, candidates):
-        """Raise, before the charge, if worker processes could not receive the fits.
+    def _worker_dumps(self):
+        """How the fits are pickled to and from worker processes, or None (threads).
 
-        With ``n_jobs`` above 1 on a process backend (joblib's loky, the
-        default, or multiprocessing), each candidate's estimator and
-        parameters are pickled to a worker (by cloudpickle, as loky does): one
-        that cannot be pickled failed after the charge.
+        With ``n_jobs`` above 1 on a process backend, each candidate's
+        estimator and parameters go to a worker pickled, and the fitted
+        candidate comes back so: loky (joblib's default) and dask pickle by
+        cloudpickle, multiprocessing by the standard pickle.
         """
         backend = get_active_backend()[0]
         if getattr(backend, "supports_sharedmem", False) or effective_n_jobs(self.n_jobs) <= 1:
+            return None
+        if type(backend).__name__ in ("LokyBackend", "DaskDistributedBackend"):
+            return cloudpickle.dumps
+        return pickle.dumps
+
+    def _check_picklable(self, slot, candidates):
+        """Raise, before the charge, if worker processes could not receive the fits
+        (see :meth:`_worker_dumps`): one that could not failed after the charge."""
+        dumps = self._worker_dumps()
+        if dumps is None:
             return
+        backend = get_active_backend()[0]
         estimator = clone(self.estimator).set_params(**{slot.key("accountant"): None})
         try:
-            cloudpickle.dumps((estimator, list(candidates)))
+            dumps((estimator, list(candidates)))
         except Exception as exc:
             raise TypeError(
                 f"{type(self).__name__} with n_jobs={self.n_jobs!r} fits its candidates in "
@@ -562,7 +580,8 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             if head is None:
                 Xt, widths = X, set()
             elif head_key not in heads:
-                Xt, widths = heads[head_key] = _probe_head(head, X, y, parts)
+                Xt, widths = heads[head_key] = _probe_head(head, X, y, parts,
+                                                           self._worker_dumps())
             else:
                 Xt, widths = heads[head_key]
             probe = clone(slot.owner(candidate))
@@ -583,13 +602,14 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                     # count the random search's secret K.
                     checked[key] = _validated_after(head, probe, Xt, y)
             X_checked, y_checked = checked[key]
-            # At the width of all rows (the refit's) and of each training part
-            # (the candidates'; a step fitted on the data can make them wider,
-            # and a plan refused at the wider one failed after the charge).
-            # (JL's working memory depends on X's storage; after preprocessing
-            # it may differ between parts: None, either.)
-            plans += [(probe, width, sp.issparse(X_checked) if head is None else None)
-                      for width in sorted({X_checked.shape[1], *widths})]
+            # The candidates are checked at each training part's width and the
+            # refit at all rows' (a step fitted on the data can give a part
+            # more features than all rows, and a plan refused at that width
+            # failed after the charge).  (JL's working memory depends on X's
+            # storage; after preprocessing it may differ between parts: None,
+            # either.)
+            plans.append((probe, X_checked.shape[1], frozenset(widths),
+                          sp.issparse(X_checked) if head is None else None))
         fixed = {}
         if is_classifier(owner) and any(
                 slot.owner(_with_params(self.estimator, params)).classes is None
@@ -598,34 +618,40 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             # on the candidates that could be drawn, not on those drawn.
             reader = clone(plans[-1][0]).set_params(classes=None)
             fixed = {slot.key("classes"): reader._check_targets(y_checked, warn=True)}
-        self._check_public_plans(plans, fits, fixed.get(slot.key("classes")))
+        train_sizes = {len(train) for train, _ in parts}
+        self._check_public_plans(plans, fits, fixed.get(slot.key("classes")), train_sizes)
         # The candidates' fits (a refit has all the rows), scored on the validation part.
-        scored = [fit for fit in fits if fit[0] in {len(train) for train, _ in parts}]
+        scored = [fit for fit in fits if fit[0] in train_sizes]
         self._check_loss_bounds(plans, scored, fixed.get(slot.key("classes")),
-                                 max(len(val) for _, val in parts))
+                                 max(len(val) for _, val in parts), train_sizes)
         return X, y, fixed
 
-    def _check_public_plans(self, plans, fits, classes):
-        """Run the public half of each ``(probe, n_features, sparse)``'s fits; show their warnings.
+    def _check_public_plans(self, plans, fits, classes, train_sizes):
+        """Run the public half of each plan's fits; show their warnings.
 
-        (n_features is counted after preprocessing fitted on all rows; a step
-        fitted on the data can give a training part other counts.)
+        A plan is ``(probe, n_features, part_widths, sparse)``: the numbers of
+        features after preprocessing fitted on all rows and on each training
+        part (empty without preprocessing).  A fit on a training part (its
+        size in ``train_sizes``) is checked at the parts' widths, the refit at
+        all rows'.
         """
         # Imported here: _auto builds a DPGridSearchCV, so it imports this module.
         from ._auto import _public_fits
 
         caught = []
-        for probe, n_features, sparse in plans:
+        for probe, n_features, part_widths, sparse in plans:
             own = probe._declared_classes() if is_classifier(probe) \
                 and probe.classes is not None else classes
-            for fit_probe, n_samples, epsilon, delta in _public_fits(probe, fits):
-                method = fit_probe._check_public_plan(n_samples, n_features, epsilon, delta,
-                                                      own, sparse)
-                caught += [(UserWarning, m)
-                           for m in fit_probe._unused_options(method, n_features)]
+            for fit in fits:
+                for width in _widths(n_features, part_widths, fit, train_sizes):
+                    for fit_probe, n_samples, epsilon, delta in _public_fits(probe, [fit]):
+                        method = fit_probe._check_public_plan(n_samples, width, epsilon,
+                                                              delta, own, sparse)
+                        caught += [(UserWarning, m)
+                                   for m in fit_probe._unused_options(method, width)]
         self._show_candidate_warnings(caught)
 
-    def _check_loss_bounds(self, plans, fits, classes, n_val):
+    def _check_loss_bounds(self, plans, fits, classes, n_val, train_sizes):
         """With ``scoring="loss"``, raise unless every candidate's score is finite
         whatever the validation rows.
 
@@ -643,11 +669,14 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
 
         if self._scoring() != "loss":
             return
-        for probe, n_features, _ in plans:
+        for probe, n_features, part_widths, _ in plans:
             own = probe._declared_classes() if is_classifier(probe) \
                 and probe.classes is not None else classes
-            for fit_probe, *_ in _public_fits(probe, fits):
-                bound = _planned_loss_bound(fit_probe, n_features, own)
+            checks = [(fit_probe, width) for fit in fits
+                      for width in _widths(n_features, part_widths, fit, train_sizes)
+                      for fit_probe, *_ in _public_fits(probe, [fit])]
+            for fit_probe, width in checks:
+                bound = _planned_loss_bound(fit_probe, width, own)
                 if math.isfinite(2.0 * n_val * bound):  # Python floats: inf, no warning
                     continue
                 y_bound = "" if is_classifier(fit_probe) else f", y_bound={fit_probe.y_bound!r}"
