@@ -469,15 +469,18 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
 
         With ``n_jobs`` above 1 on a process backend, each candidate's
         estimator and parameters go to a worker pickled, and the fitted
-        candidate comes back so: loky (joblib's default) and dask pickle by
-        cloudpickle, multiprocessing by the standard pickle.
+        candidate comes back so: joblib's multiprocessing backend by the
+        standard pickle, loky (joblib's default), dask and others (Ray's) by
+        cloudpickle, which accepts more (a subclass of a backend may pickle
+        otherwise: the most permissive is checked, so that no valid search is
+        refused).
         """
         backend = get_active_backend()[0]
         if getattr(backend, "supports_sharedmem", False) or effective_n_jobs(self.n_jobs) <= 1:
             return None
-        if type(backend).__name__ in ("LokyBackend", "DaskDistributedBackend"):
-            return cloudpickle.dumps
-        return pickle.dumps
+        if type(backend).__name__ == "MultiprocessingBackend":  # exactly: not a subclass
+            return pickle.dumps
+        return cloudpickle.dumps
 
     def _check_picklable(self, slot, candidates):
         """Raise, before the charge, if worker processes could not receive the fits
