@@ -474,15 +474,15 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             # record.
             with np.errstate(all="ignore"):
                 loss, y_enc, y_bound, y_offset = self._encode_targets(y)
+            sparse = sp.issparse(X)
             problem, method, calibration = self._public_plan(
-                X.shape[0], X.shape[1], loss, y_bound, epsilon, delta, sparse=sp.issparse(X))
+                X.shape[0], X.shape[1], loss, y_bound, epsilon, delta, sparse=sparse)
             for message in self._unused_options(method, problem.n_features):
                 warn_user(message, UserWarning)
             # Before the charge: a random_state numpy refuses (under
             # skip_parameter_validation) then fails with nothing spent.
             rng = _rng(self.random_state)
-            calibration = draw_public(method, problem, calibration, rng,
-                                      sparse=sp.issparse(X))
+            calibration = draw_public(method, problem, calibration, rng, sparse=sparse)
             accountant._record(calibration.events,
                                source=f"{type(self).__name__}(method={method!r})")
             with np.errstate(all="ignore"):

@@ -245,6 +245,15 @@ def tame_exponents_and_norms(X, feature_norm):
     return exponents, norms
 
 
+def clip_scales(norms, bound):
+    """Per-row scales ``min(1, bound / ||x_i||)`` that clip rows of these norms to
+    ``bound`` (1 for a row of norm 0)."""
+    with np.errstate(divide="ignore"):
+        scale = np.minimum(1.0, bound / norms)
+    scale[norms == 0] = 1.0
+    return scale
+
+
 def _ldexp_rows(Xb, e):
     """A copy of the rows ``Xb`` times ``2**-e`` (exact; sparse comes back as CSR)."""
     if sp.issparse(Xb):
@@ -376,9 +385,7 @@ class GLMObjective:
         each row of X (``s_i = min(1, feature_norm / ||x_i||)``) and the norms
         of the clipped rows."""
         exponents, norms = tame_exponents_and_norms(X, self.problem.feature_norm)
-        with np.errstate(divide="ignore"):
-            scale = np.minimum(1.0, self.problem.feature_norm / norms)
-        scale[norms == 0] = 1.0
+        scale = clip_scales(norms, self.problem.feature_norm)
         return exponents, scale, scale * norms
 
     def _on_rows(self, theta):

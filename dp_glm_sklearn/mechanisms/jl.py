@@ -42,7 +42,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.random_projection import GaussianRandomProjection
 
-from .._objective import GLMObjective, tame_exponents_and_norms, tamed_block
+from .._objective import GLMObjective, clip_scales, tame_exponents_and_norms, tamed_block
 from ..privacy.calibration import gdp_mu
 from ._common import Calibration
 from .auto import jl_distortion, jl_problem, projection_dim_used
@@ -181,9 +181,7 @@ def project_rows(X, phi, feature_norm, out=None):
     ``X Phi^T`` (computed in float64, before the scale) are finite.
     """
     exponents, norms = tame_exponents_and_norms(X, feature_norm)
-    scale = np.ones(X.shape[0])
-    over = norms > feature_norm
-    scale[over] = feature_norm / norms[over]
+    scale = clip_scales(norms, feature_norm)
     if out is None:
         out = np.empty((X.shape[0], phi.shape[0]))
     for rows, prod in _projected_blocks(X, exponents, phi):
@@ -222,10 +220,10 @@ class ProjectedObjective(GLMObjective):
     gradient back through Phi once, instead of reading an n x k array.  For
     sparse X this takes a few n-vectors and one ``(d + 1) x K`` partial
     gradient per group of blocks instead of ``8 n k`` bytes, and a pass
-    costs X's non-zeros and Phi's twice instead of n k.  The projected norms ``||s_i Phi
-    x_i||`` are computed once, block by block, at construction.  (Dense X
-    keeps :func:`project_rows`: its n x k rows are smaller than X, and a pass
-    over them is cheaper than one over X.)
+    costs X's non-zeros and Phi's twice instead of n k.  The projected norms
+    ``||s_i Phi x_i||`` are computed once, block by block, at construction.
+    (Dense X keeps :func:`project_rows`: its n x k rows are smaller than X,
+    and a pass over them is cheaper than one over X.)
     """
 
     def __init__(self, problem, X, y, phi, feature_norm):
@@ -238,17 +236,12 @@ class ProjectedObjective(GLMObjective):
 
     def _clipping(self, X):
         exponents, norms = tame_exponents_and_norms(X, self._original_norm)
-        with np.errstate(divide="ignore"):
-            first = np.minimum(1.0, self._original_norm / norms)
-        first[norms == 0] = 1.0
+        first = clip_scales(norms, self._original_norm)
         projected = np.empty(X.shape[0])
         for rows, prod in _projected_blocks(X, exponents, self._phi):
             projected[rows] = np.sqrt(np.einsum("ij,ij->i", prod, prod))
         projected *= first
-        bound = self.problem.feature_norm
-        with np.errstate(divide="ignore"):
-            second = np.minimum(1.0, bound / projected)
-        second[projected == 0] = 1.0
+        second = clip_scales(projected, self.problem.feature_norm)
         # The kernel's safety net reads these norms, but a record's gradient
         # is computed as Phi (x_i c_i), summed in another order than x_i Phi^T
         # (measured 10 ulps above G).  Each computed vector is within
@@ -266,11 +259,7 @@ class ProjectedObjective(GLMObjective):
         return exponents, first * second, second * projected * slack
 
     def _on_rows(self, theta):
-        k, d = self._phi.shape
-        on_rows = np.empty((d + theta.shape[0] - k,) + theta.shape[1:])  # (+ intercept)
-        on_rows[:d] = np.asarray(self._phi.T @ theta[:k])
-        on_rows[d:] = theta[k:]
-        return on_rows
+        return _back_through(self._phi, theta)
 
     def _from_rows(self, grad):
         k, d = self._phi.shape
@@ -297,11 +286,12 @@ def jl(objective, calibration, rng):
     k, d = params["projection_dim"], problem.n_features
     if k == d:
         return noisy_gd(objective, calibration, rng)
+    sparse = sp.issparse(objective.X)
     if "projection" not in params:
-        calibration = draw_public(problem, calibration, rng, sparse=sp.issparse(objective.X))
+        calibration = draw_public(problem, calibration, rng, sparse=sparse)
         params = calibration.params
     phi = params["projection"]
-    if sp.issparse(objective.X):
+    if sparse:
         projected = ProjectedObjective(params["problem"], objective.X, objective.y, phi,
                                        problem.feature_norm)
     else:
@@ -310,7 +300,14 @@ def jl(objective, calibration, rng):
                                               out=calibration.workspace.get("projected_rows")),
                                  objective.y)
     theta_k, n_iter = noisy_gd(projected, calibration, rng)
-    theta = np.empty(problem.theta_shape)
+    return _back_through(phi, theta_k), n_iter
+
+
+def _back_through(phi, theta_k):
+    """``[Phi^T w_k ; w_intercept]``: coefficients in R^k (and an intercept row)
+    as they act on the original d features."""
+    k, d = phi.shape
+    theta = np.empty((d + theta_k.shape[0] - k,) + theta_k.shape[1:])
     theta[:d] = np.asarray(phi.T @ theta_k[:k])
     theta[d:] = theta_k[k:]
-    return theta, n_iter
+    return theta

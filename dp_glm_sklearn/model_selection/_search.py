@@ -241,10 +241,28 @@ def _writable(a):
     return a
 
 
-def _widths(n_features, part_widths, fit, train_sizes):
-    """The numbers of features a fit ``(n_samples, epsilon, delta)`` can be given:
-    a training part's (its size is in ``train_sizes``) or all rows'."""
-    return sorted(part_widths) if part_widths and fit[0] in train_sizes else [n_features]
+def _planned_fits(plans, fits, classes, train_sizes):
+    """Every fit the plans will run, before the charge: ``(estimator, n_samples,
+    epsilon, delta, n_features, classes, sparse)``.
+
+    A plan is ``(probe, n_features, part_widths, sparse)``: the numbers of
+    features after preprocessing fitted on all rows and on each training
+    part (empty without preprocessing).  A fit on a training part (its size
+    in ``train_sizes``) is planned at each part's width, the refit at all
+    rows'.  ``classes`` are those read from y, for probes declaring none.
+    """
+    # Imported here: _auto builds a DPGridSearchCV, so it imports this module.
+    from ._auto import _public_fits
+
+    for probe, n_features, part_widths, sparse in plans:
+        own = probe._declared_classes() if is_classifier(probe) \
+            and probe.classes is not None else classes
+        for fit in fits:
+            widths = sorted(part_widths) if part_widths and fit[0] in train_sizes \
+                else [n_features]
+            for width in widths:
+                for fit_probe, n_samples, epsilon, delta in _public_fits(probe, [fit]):
+                    yield fit_probe, n_samples, epsilon, delta, width, own, sparse
 
 
 def _check_prepaid(estimator, slot, mu):
@@ -482,20 +500,20 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             return pickle.dumps
         return cloudpickle.dumps
 
-    def _check_picklable(self, slot, candidates):
+    def _check_picklable(self, slot, candidates, dumps):
         """Raise, before the charge, if worker processes could not receive the fits
-        (see :meth:`_worker_dumps`): one that could not failed after the charge."""
-        dumps = self._worker_dumps()
+        pickled by ``dumps`` (:meth:`_worker_dumps`; None: no worker processes):
+        one that could not failed after the charge."""
         if dumps is None:
             return
-        backend = get_active_backend()[0]
         estimator = clone(self.estimator).set_params(**{slot.key("accountant"): None})
         try:
             dumps((estimator, list(candidates)))
         except Exception as exc:
             raise TypeError(
                 f"{type(self).__name__} with n_jobs={self.n_jobs!r} fits its candidates in "
-                f"worker processes ({type(backend).__name__}), which receive the estimator "
+                f"worker processes ({type(get_active_backend()[0]).__name__}), which receive "
+                "the estimator "
                 f"and the candidates' parameters pickled; pickling them failed "
                 f"({type(exc).__name__}). Nothing was charged. Make them picklable, or use "
                 "n_jobs=1 or joblib's threading backend.") from None
@@ -550,7 +568,8 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         possible = self._possible_candidates(candidates, slot)
         _warn_fitted_preprocessing(self, slot, possible)
         _check_scoring(self.estimator, slot, self._scoring())
-        self._check_picklable(slot, itertools.chain(possible, candidates))
+        dumps = self._worker_dumps()
+        self._check_picklable(slot, itertools.chain(possible, candidates), dumps)
         _n_samples(y, type(self).__name__, what="y")
         X, y = indexable(X, y)
         check_consistent_length(X, y)
@@ -583,8 +602,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             if head is None:
                 Xt, widths = X, set()
             elif head_key not in heads:
-                Xt, widths = heads[head_key] = _probe_head(head, X, y, parts,
-                                                           self._worker_dumps())
+                Xt, widths = heads[head_key] = _probe_head(head, X, y, parts, dumps)
             else:
                 Xt, widths = heads[head_key]
             probe = clone(slot.owner(candidate))
@@ -630,28 +648,13 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         return X, y, fixed
 
     def _check_public_plans(self, plans, fits, classes, train_sizes):
-        """Run the public half of each plan's fits; show their warnings.
-
-        A plan is ``(probe, n_features, part_widths, sparse)``: the numbers of
-        features after preprocessing fitted on all rows and on each training
-        part (empty without preprocessing).  A fit on a training part (its
-        size in ``train_sizes``) is checked at the parts' widths, the refit at
-        all rows'.
-        """
-        # Imported here: _auto builds a DPGridSearchCV, so it imports this module.
-        from ._auto import _public_fits
-
+        """Run the public half of each planned fit (:func:`_planned_fits`); show
+        their warnings."""
         caught = []
-        for probe, n_features, part_widths, sparse in plans:
-            own = probe._declared_classes() if is_classifier(probe) \
-                and probe.classes is not None else classes
-            for fit in fits:
-                for width in _widths(n_features, part_widths, fit, train_sizes):
-                    for fit_probe, n_samples, epsilon, delta in _public_fits(probe, [fit]):
-                        method = fit_probe._check_public_plan(n_samples, width, epsilon,
-                                                              delta, own, sparse)
-                        caught += [(UserWarning, m)
-                                   for m in fit_probe._unused_options(method, width)]
+        for fit_probe, n_samples, epsilon, delta, width, own, sparse in _planned_fits(
+                plans, fits, classes, train_sizes):
+            method = fit_probe._check_public_plan(n_samples, width, epsilon, delta, own, sparse)
+            caught += [(UserWarning, m) for m in fit_probe._unused_options(method, width)]
         self._show_candidate_warnings(caught)
 
     def _check_loss_bounds(self, plans, fits, classes, n_val, train_sizes):
@@ -668,28 +671,20 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         times ``1 + n_val * 2**-53`` in floating point: ``2 * n_val * bound``
         finite leaves room for that.
         """
-        from ._auto import _public_fits  # _auto imports this module
-
         if self._scoring() != "loss":
             return
-        for probe, n_features, part_widths, _ in plans:
-            own = probe._declared_classes() if is_classifier(probe) \
-                and probe.classes is not None else classes
-            checks = [(fit_probe, width) for fit in fits
-                      for width in _widths(n_features, part_widths, fit, train_sizes)
-                      for fit_probe, *_ in _public_fits(probe, [fit])]
-            for fit_probe, width in checks:
-                bound = _planned_loss_bound(fit_probe, width, own)
-                if math.isfinite(2.0 * n_val * bound):  # Python floats: inf, no warning
-                    continue
-                y_bound = "" if is_classifier(fit_probe) else f", y_bound={fit_probe.y_bound!r}"
-                raise ValueError(
-                    f"scoring='loss' clips each validation loss at its sup over the constraint "
-                    f"ball, here {bound:.4g} for norm_bound={float(fit_probe.norm_bound)!r}, "
-                    f"feature_norm={fit_probe.feature_norm!r}{y_bound} "
-                    f"({type(fit_probe).__name__}); the mean of the n_val={n_val} validation "
-                    "losses would overflow. Lower norm_bound or feature_norm, or use another "
-                    "scoring. Nothing was charged.")
+        for fit_probe, *_, width, own, _ in _planned_fits(plans, fits, classes, train_sizes):
+            bound = _planned_loss_bound(fit_probe, width, own)
+            if math.isfinite(2.0 * n_val * bound):  # Python floats: inf, no warning
+                continue
+            y_bound = "" if is_classifier(fit_probe) else f", y_bound={fit_probe.y_bound!r}"
+            raise ValueError(
+                f"scoring='loss' clips each validation loss at its sup over the constraint "
+                f"ball, here {bound:.4g} for norm_bound={float(fit_probe.norm_bound)!r}, "
+                f"feature_norm={fit_probe.feature_norm!r}{y_bound} "
+                f"({type(fit_probe).__name__}); the mean of the n_val={n_val} validation "
+                "losses would overflow. Lower norm_bound or feature_norm, or use another "
+                "scoring. Nothing was charged.")
 
     def _possible_candidates(self, candidates, slot):
         """The settings checked before the charge besides the candidates themselves."""

@@ -448,10 +448,10 @@ def _compose_summary(mu, others, runs, delta):
         largest = max(eps for eps, _ in others)
         if largest <= _LARGEST_RDP_EPSILON:
             bounds.append(_rdp_bound(mu, others, (), delta))
-        pld_delta = _pld_delta(mu, others, delta, interval)
-        if pld_delta > 0.0 and largest <= _LARGEST_PLD_EPSILON \
-                and scale <= _LARGEST_PLD_SCALE:
-            bounds.append(_pld_composition(mu, others, pld_delta, interval))
+        if largest <= _LARGEST_PLD_EPSILON and scale <= _LARGEST_PLD_SCALE:
+            pld_delta = _pld_delta(mu, others, delta, interval)
+            if pld_delta > 0.0:
+                bounds.append(_pld_composition(mu, others, pld_delta, interval))
     except ImportError:
         return basic
     except Exception as exc:  # any failure: fall back to a valid bound
