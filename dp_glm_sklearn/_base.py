@@ -503,7 +503,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         return self
 
     def _public_plan(self, n_samples, n_features, loss, y_bound, epsilon, delta,
-                     sparse=None):
+                     sparse=None, copies=1):
         """``(problem, method, calibration)``: the half of fit that reads no data.
 
         Everything here is a function of public quantities (the shape and
@@ -511,7 +511,8 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         refuses is refused before the charge, and the searches call it for
         each candidate (:meth:`_check_public_plan`) before theirs.
         ``sparse``: whether X is sparse (None: not known, the working memory
-        of either storage is reserved).
+        of either storage is reserved); ``copies``: how many such fits a
+        search runs at once (the memory of each is reserved).
         """
         if self.max_iter is not None and not 1 <= self.max_iter <= MAX_ITER:
             # (Also under skip_parameter_validation: 2**40 steps ran for ever.)
@@ -540,7 +541,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             raise ValueError(self._bounds_message()) from None
         # Memory the training will need, sized by public quantities: a fit (or
         # a search's candidate) too large for it fails here, before the charge.
-        reserve_working_memory(method, problem, calibration, sparse=sparse)
+        reserve_working_memory(method, problem, calibration, sparse=sparse, copies=copies)
         return problem, method, calibration
 
     def _bounds_message(self):
@@ -559,13 +560,14 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             "are moderate.")
 
     def _check_public_plan(self, n_samples, n_features, epsilon, delta, classes=None,
-                           sparse=None):
+                           sparse=None, copies=1):
         """Raise what :meth:`_public_plan` would raise in ``fit``; return the method.
 
-        ``sparse=None`` (X's storage not known) reserves the memory of either."""
+        ``sparse=None`` (X's storage not known) reserves the memory of either;
+        ``copies`` fits running at once reserve ``copies`` times as much."""
         loss, y_bound, _ = self._public_loss(classes)
         return self._public_plan(n_samples, n_features, loss, y_bound, epsilon, delta,
-                                 sparse)[1]
+                                 sparse, copies)[1]
 
     def _intercept_feature(self, n_features):
         """The constant public feature c appended to each row (SPEC 1).

@@ -906,10 +906,10 @@ def test_searches_reserve_before_the_charge_what_their_fits_reserve_after_it(mon
     seen = []
     real = mechanisms_module.reserve_working_memory
 
-    def spy(method, problem, calibration, *, sparse=None):
+    def spy(method, problem, calibration, *, sparse=None, copies=1):
         seen.append((sparse, mechanisms_module.working_memory(method, problem, calibration,
                                                               sparse=sparse)))
-        return real(method, problem, calibration, sparse=sparse)
+        return real(method, problem, calibration, sparse=sparse, copies=copies)
 
     monkeypatch.setattr(importlib.import_module("dp_glm_sklearn._base"),
                         "reserve_working_memory", spy)
@@ -933,6 +933,54 @@ def test_searches_reserve_before_the_charge_what_their_fits_reserve_after_it(mon
     sizes = [mechanisms_module.working_memory("jl", problem, cal, sparse=flag)
              for flag in (False, True, None)]
     assert sizes[1] > sizes[0] and sizes[2] == max(sizes[:2])
+
+
+def test_searches_reserve_the_memory_of_the_fits_they_run_at_once(monkeypatch):
+    """With n_jobs workers, that many candidates train at once: a search reserved
+    the working memory of one, so that two fits each needing most of the
+    free memory passed the check and failed after the charge.  The
+    reservation before the charge now covers min(n_jobs, candidates) fits
+    (the refit runs alone); the random search's cap is n_jobs whatever its
+    secret K."""
+    from joblib import parallel_config
+
+    from dp_glm_sklearn import DPGridSearchCV, DPRandomizedSearchCV
+    from dp_glm_sklearn import mechanisms as mechanisms_module
+
+    seen = []
+    real = mechanisms_module.reserve_working_memory
+
+    def spy(method, problem, calibration, *, sparse=None, copies=1):
+        seen.append((problem.n_samples, copies))
+        return real(method, problem, calibration, sparse=sparse, copies=copies)
+
+    monkeypatch.setattr(importlib.import_module("dp_glm_sklearn._base"),
+                        "reserve_working_memory", spy)
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    y = np.arange(40) % 2
+    est = DPLogisticRegression(classes=[0, 1])
+    with parallel_config(backend="threading"):
+        for radii, n_jobs, expected in (([1.0, 2.0, 3.0], 2, 2), ([1.0], 2, 1),
+                                        ([1.0, 2.0], 1, 1)):
+            seen.clear()
+            DPGridSearchCV(est, {"norm_bound": radii}, epsilon=1.0, refit=True,
+                           n_jobs=n_jobs).fit(X, y)
+            k = len(radii)
+            # before the charge, each candidate's plan and its refit's; then the fits
+            assert seen == [(20, expected), (40, 1)] * k + [(20, 1)] * k + [(40, 1)], seen
+        for mean in (1.5, 8.0):
+            seen.clear()
+            search = DPRandomizedSearchCV(est, {"norm_bound": [1.0, 2.0]}, epsilon=1.0,
+                                          mean_candidates=mean, n_jobs=2, random_state=0)
+            search.fit(X, y)
+            assert {copies for size, copies in seen if size == 20} == {1, 2}
+            assert [c for _, c in seen[:2]] == [2, 2]  # the two values that could be drawn
+    problem = _problem(LogisticLoss(), n=100, d=5)
+    cal = calibrate("noisy_gd", problem, 1.0, 1e-6, max_iter=5)
+    one = mechanisms_module.working_memory("noisy_gd", problem, cal)
+    copies = 2**63 // one + 1  # beyond any address space
+    with pytest.raises(MemoryError, match=f"for each of {copies} fits running at once"):
+        mechanisms_module.reserve_working_memory("noisy_gd", problem, cal, copies=copies)
 
 
 def test_sparse_jl_records_gradients_stay_within_the_bound():

@@ -287,6 +287,49 @@ def test_what_worker_processes_cannot_pickle_is_refused_before_the_charge(clf_da
             assert len(acc.history) == 1
 
 
+class _RecordWithALock:
+    """A training record that cannot be pickled (it holds a lock)."""
+
+    def __init__(self, values):
+        import threading
+
+        self.values, self.lock = values, threading.Lock()
+
+
+def _record_values(Z):
+    return np.array([[float(v) for v in record.values] for record in np.ravel(Z)])
+
+
+def test_training_data_worker_processes_cannot_receive_is_refused_before_the_charge():
+    """Records that cannot be pickled (an object array of records holding locks,
+    turned into numbers by the pipeline's first step) failed after the
+    charge with n_jobs=2 on a process backend; now they are refused before
+    it, and fit with n_jobs=1."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(60, 2))
+    X = np.empty((60, 1), dtype=object)
+    X[:, 0] = [_RecordWithALock(row) for row in values]
+    y = (values[:, 0] > 0).astype(int)
+    grid = {"dplogisticregression__norm_bound": [1.0, 2.0]}
+    for n_jobs in (2, 1):
+        acc = PrivacyAccountant(epsilon=10.0, delta=1e-3)
+        search = DPGridSearchCV(make_pipeline(FunctionTransformer(_record_values), _clf()),
+                                grid, epsilon=1.0, random_state=0, accountant=acc,
+                                n_jobs=n_jobs)
+        with warnings.catch_warnings(), parallel_config(backend="loky"):
+            warnings.simplefilter("ignore", PrivacyLeakWarning)
+            if n_jobs == 2:
+                with pytest.raises(TypeError, match="pickling X failed.*Nothing was charged"):
+                    search.fit(X, y)
+                assert acc.history == []
+            else:
+                search.fit(X, y)
+                assert len(acc.history) == 1
+
+
 def test_pandas_input_to_worker_processes():
     """A pandas y (or X) in a worker process: the read-only check read pandas'
     own ``flags`` and raised after the charge (review of the fix)."""

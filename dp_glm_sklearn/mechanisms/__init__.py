@@ -118,17 +118,20 @@ def working_memory(method, problem, calibration, *, sparse=None):
                     + rows + 3 * nonzeros))
 
 
-def reserve_working_memory(method, problem, calibration, *, sparse=None):
+def reserve_working_memory(method, problem, calibration, *, sparse=None, copies=1):
     """Raise :class:`MemoryError` now, before the charge, if :func:`working_memory`
-    cannot be allocated (the memory is taken and given back untouched)."""
-    size = working_memory(method, problem, calibration, sparse=sparse)
+    cannot be allocated ``copies`` times at once (fits running in parallel; the
+    memory is taken and given back untouched)."""
+    size = copies * working_memory(method, problem, calibration, sparse=sparse)
     try:
         np.empty(size, dtype=np.uint8)
-    except MemoryError:
+    except (MemoryError, ValueError):  # (ValueError: beyond numpy's largest array)
+        times = f" for each of {copies} fits running at once" if copies > 1 else ""
         raise MemoryError(
-            f"method={method!r} needs about {size / 2**30:.3g} GiB of working memory for "
-            f"{problem.n_samples} samples and {int(np.prod(problem.theta_shape))} "
-            "coefficients, which cannot be allocated; nothing was charged.") from None
+            f"method={method!r} needs about {size / copies / 2**30:.3g} GiB of working "
+            f"memory for {problem.n_samples} samples and "
+            f"{int(np.prod(problem.theta_shape))} coefficients{times}, which cannot be "
+            "allocated; nothing was charged.") from None
 
 
 def train(method, objective, calibration, rng):

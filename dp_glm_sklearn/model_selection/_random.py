@@ -13,6 +13,7 @@ import math
 from numbers import Real
 
 import numpy as np
+from joblib import effective_n_jobs
 from scipy.stats import rv_discrete
 from sklearn.model_selection import ParameterGrid
 
@@ -359,6 +360,11 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         return [setting for options in _checked_options(
                     _check_distributions(self.param_distributions))
                 for setting in _combined_settings(options, slot.owns)]
+
+    def _parallel_fits(self, candidates, parts):
+        # joblib's workers, not capped by the number of candidates: K is
+        # secret, and whether the reservation fails must not depend on it.
+        return max(1, effective_n_jobs(self.n_jobs))
 
     @fit_context(prefer_skip_nested_validation=False)
     @_clones_draw_nothing

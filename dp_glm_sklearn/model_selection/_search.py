@@ -232,6 +232,20 @@ def _fit_candidate(estimator, params, slot, X, y, parent_pid):
     return estimator
 
 
+def _numeric(a):
+    """Whether ``a`` is a numpy array, sparse matrix or pandas object of numbers,
+    booleans, strings or dates only (what always pickles)."""
+    if isinstance(a, np.ndarray) or sp.issparse(a):
+        dtypes = [a.dtype]
+    elif hasattr(a, "dtypes") and hasattr(a, "columns"):  # a DataFrame
+        dtypes = list(a.dtypes)
+    elif hasattr(a, "dtype") and hasattr(a, "index"):  # a Series
+        dtypes = [a.dtype]
+    else:
+        return False
+    return all(isinstance(dtype, np.dtype) and dtype.kind in "biufcSUmM" for dtype in dtypes)
+
+
 def _writable(a):
     """``a``, or a writable copy of it if it is a read-only numpy array (or a
     sparse matrix over one; other types, pandas' included, as they are)."""
@@ -243,13 +257,14 @@ def _writable(a):
 
 def _planned_fits(plans, fits, classes, train_sizes):
     """Every fit the plans will run, before the charge: ``(estimator, n_samples,
-    epsilon, delta, n_features, classes, sparse)``.
+    epsilon, delta, n_features, classes, sparse, on_part)``.
 
     A plan is ``(probe, n_features, part_widths, sparse)``: the numbers of
     features after preprocessing fitted on all rows and on each training
     part (empty without preprocessing).  A fit on a training part (its size
-    in ``train_sizes``) is planned at each part's width, the refit at all
-    rows'.  ``classes`` are those read from y, for probes declaring none.
+    in ``train_sizes``; ``on_part``: one of the candidates, which run in
+    parallel) is planned at each part's width, the refit at all rows'.
+    ``classes`` are those read from y, for probes declaring none.
     """
     # Imported here: _auto builds a DPGridSearchCV, so it imports this module.
     from ._auto import _public_fits
@@ -258,11 +273,11 @@ def _planned_fits(plans, fits, classes, train_sizes):
         own = probe._declared_classes() if is_classifier(probe) \
             and probe.classes is not None else classes
         for fit in fits:
-            widths = sorted(part_widths) if part_widths and fit[0] in train_sizes \
-                else [n_features]
+            on_part = fit[0] in train_sizes
+            widths = sorted(part_widths) if part_widths and on_part else [n_features]
             for width in widths:
                 for fit_probe, n_samples, epsilon, delta in _public_fits(probe, [fit]):
-                    yield fit_probe, n_samples, epsilon, delta, width, own, sparse
+                    yield fit_probe, n_samples, epsilon, delta, width, own, sparse, on_part
 
 
 def _check_prepaid(estimator, slot, mu):
@@ -518,6 +533,26 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                 f"({type(exc).__name__}). Nothing was charged. Make them picklable, or use "
                 "n_jobs=1 or joblib's threading backend.") from None
 
+    def _check_data_picklable(self, X, y, dumps):
+        """Raise, before the charge, if worker processes could not receive the data
+        pickled by ``dumps`` (records holding, say, a lock in an object array
+        failed after the charge).  Arrays of numbers always pickle: not
+        pickled here."""
+        if dumps is None:
+            return
+        for name, data in (("X", X), ("y", y)):
+            if _numeric(data):
+                continue
+            try:
+                dumps(data)
+            except Exception as exc:
+                raise TypeError(
+                    f"{type(self).__name__} with n_jobs={self.n_jobs!r} fits its candidates "
+                    f"in worker processes ({type(get_active_backend()[0]).__name__}), which "
+                    f"receive the training data pickled; pickling {name} failed "
+                    f"({type(exc).__name__}). Nothing was charged. Use n_jobs=1 or joblib's "
+                    "threading backend.") from None
+
     def _charge(self, accountant, slot, events, source, X, y, candidates, parts, fits, rows):
         """The fit's one charge, made safely; returns :meth:`_prepare`'s ``(X, y, fixed)``
         and the ``(X, y)`` of each of ``rows`` (arrays of row indices).
@@ -573,6 +608,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         _n_samples(y, type(self).__name__, what="y")
         X, y = indexable(X, y)
         check_consistent_length(X, y)
+        self._check_data_picklable(X, y, dumps)
         if np.ndim(y) != 1:
             # One label per row: a column y broadcast against the predictions
             # made each validation loss an n_val x n_val matrix, in which one
@@ -640,20 +676,23 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             reader = clone(plans[-1][0]).set_params(classes=None)
             fixed = {slot.key("classes"): reader._check_targets(y_checked, warn=True)}
         train_sizes = {len(train) for train, _ in parts}
-        self._check_public_plans(plans, fits, fixed.get(slot.key("classes")), train_sizes)
+        self._check_public_plans(plans, fits, fixed.get(slot.key("classes")), train_sizes,
+                                 self._parallel_fits(candidates, parts))
         # The candidates' fits (a refit has all the rows), scored on the validation part.
         scored = [fit for fit in fits if fit[0] in train_sizes]
         self._check_loss_bounds(plans, scored, fixed.get(slot.key("classes")),
                                  max(len(val) for _, val in parts), train_sizes)
         return X, y, fixed
 
-    def _check_public_plans(self, plans, fits, classes, train_sizes):
+    def _check_public_plans(self, plans, fits, classes, train_sizes, parallel):
         """Run the public half of each planned fit (:func:`_planned_fits`); show
-        their warnings."""
+        their warnings.  The working memory of ``parallel`` candidates is
+        reserved at once (of one refit)."""
         caught = []
-        for fit_probe, n_samples, epsilon, delta, width, own, sparse in _planned_fits(
-                plans, fits, classes, train_sizes):
-            method = fit_probe._check_public_plan(n_samples, width, epsilon, delta, own, sparse)
+        for fit_probe, n_samples, epsilon, delta, width, own, sparse, on_part in \
+                _planned_fits(plans, fits, classes, train_sizes):
+            method = fit_probe._check_public_plan(n_samples, width, epsilon, delta, own, sparse,
+                                                  parallel if on_part else 1)
             caught += [(UserWarning, m) for m in fit_probe._unused_options(method, width)]
         self._show_candidate_warnings(caught)
 
@@ -673,7 +712,8 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         """
         if self._scoring() != "loss":
             return
-        for fit_probe, *_, width, own, _ in _planned_fits(plans, fits, classes, train_sizes):
+        for fit_probe, *_, width, own, _, _ in _planned_fits(plans, fits, classes,
+                                                             train_sizes):
             bound = _planned_loss_bound(fit_probe, width, own)
             if math.isfinite(2.0 * n_val * bound):  # Python floats: inf, no warning
                 continue
@@ -689,6 +729,11 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
     def _possible_candidates(self, candidates, slot):
         """The settings checked before the charge besides the candidates themselves."""
         return candidates
+
+    def _parallel_fits(self, candidates, parts):
+        """How many candidate fits may run at once (public): joblib's workers, at
+        most one per candidate and training part."""
+        return max(1, min(effective_n_jobs(self.n_jobs), len(candidates) * len(parts)))
 
     def _validation_size(self, n_samples):
         """Size of the validation part, from the public n; raises before any charge."""
