@@ -116,11 +116,15 @@ class PublicProblem:
         # Bounds below 1e-100 (a Huber threshold of 1e-300, a radius of
         # 1e-200) underflow the output-perturbation constants to 0 instead.
         threshold = getattr(self.loss, "threshold", None)
+        # (A negative or NaN bound is refused too: under scikit-learn's
+        # skip_parameter_validation, y_bound=-0.5 gave a gradient bound G
+        # below a record's gradient, and output perturbation, which has no
+        # safety net, calibrated to it.)
         scales = [self.feature_norm, self.norm_bound,
-                  *([self.y_bound] if self.y_bound > 0 else []),
+                  *([self.y_bound] if self.y_bound != 0 else []),
                   *([threshold] if threshold is not None else [])]
         try:
-            finite = (math.isfinite(self.lipschitz) and 0 < self.smoothness < math.inf
+            finite = (0 < self.lipschitz < math.inf and 0 < self.smoothness < math.inf
                       and all(1 / _MAX_BOUND <= s <= _MAX_BOUND for s in scales))
         except OverflowError:
             finite = False

@@ -978,6 +978,9 @@ def test_a_refused_bound_is_named_in_the_estimators_own_parameters():
         DPLinearRegression(feature_norm=1e101, y_bound=(25, 346)).fit(X, 30.0 + y)
 
 
+_Y_BOUND = r"'y_bound' parameter .* (positive|range \(0.0, inf\))"
+
+
 @pytest.mark.parametrize("skip_validation", [False, True])
 @pytest.mark.parametrize("params, match", [
     (dict(epsilon=1e308), "'epsilon' parameter .* at most 1e\\+300"),
@@ -986,6 +989,12 @@ def test_a_refused_bound_is_named_in_the_estimators_own_parameters():
     # delta = 0 divided by zero in the method rule under skip_parameter_validation
     (dict(delta=0.0), "'delta' parameter .* range \\(0.0, 1.0\\)"),
     (dict(delta=1.0), "'delta' parameter .* range \\(0.0, 1.0\\)"),
+    # y_bound=-0.5 under skip_parameter_validation inverted the label interval and
+    # gave a gradient bound below a record's gradient: output perturbation (no
+    # safety net) released with 4x too little noise (mechanisms review)
+    (dict(y_bound=-0.5, method="output_perturbation"), _Y_BOUND),
+    (dict(y_bound=-0.5, fit_intercept=False), _Y_BOUND),
+    (dict(y_bound=float("nan")), _Y_BOUND),
 ])
 def test_extreme_parameters_are_refused_before_the_charge(params, match, skip_validation,
                                                           monkeypatch):
@@ -1003,6 +1012,24 @@ def test_extreme_parameters_are_refused_before_the_charge(params, match, skip_va
             sklearn.config_context(skip_parameter_validation=skip_validation):
         est.fit(X, y)
     assert acc.history == [] and not hasattr(est, "coef_")
+
+
+@pytest.mark.parametrize("loss, bounds", [
+    (SquaredLoss(), dict(y_bound=-0.5)),
+    (SquaredLoss(), dict(y_bound=float("nan"))),
+    (SquaredLoss(), dict(feature_norm=-1.0)),
+    (SquaredLoss(), dict(norm_bound=-1.0)),
+    (HuberLoss(-0.5), {}),
+])
+def test_public_problem_refuses_negative_or_nan_bounds(loss, bounds):
+    """The last line of defence for the constants every calibration uses: a
+    negative label bound gave a gradient bound G below a record's gradient."""
+    from dp_glm_sklearn._objective import PublicBoundsError, PublicProblem
+
+    params = dict(n_samples=20, n_features=1, feature_norm=1.0, intercept_feature=0.5,
+                  y_bound=1.0, norm_bound=1.0)
+    with pytest.raises(PublicBoundsError):
+        PublicProblem(loss=loss, **{**params, **bounds})
 
 
 def test_largest_finite_epsilon_trains():

@@ -202,6 +202,13 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
                     f"low < high. Got {self.y_bound!r} instead."
                 )
             return float(self.y_bound[0]), float(self.y_bound[1])
+        if not (isinstance(self.y_bound, Real) and 0 < self.y_bound < np.inf):
+            # (Also under skip_parameter_validation: a negative Y inverted the
+            # interval and understated output perturbation's sensitivity.)
+            raise InvalidParameterError(
+                f"The 'y_bound' parameter of {type(self).__name__} must be a positive "
+                "float Y (labels in [-Y, Y]) or a pair (low, high) of finite floats with "
+                f"low < high. Got {self.y_bound!r} instead.")
         return -float(self.y_bound), float(self.y_bound)
 
     def _get_loss(self):
