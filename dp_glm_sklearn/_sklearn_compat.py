@@ -10,7 +10,8 @@ the fallbacks below:
 - ``Interval``, ``StrOptions``, ``HasMethods`` and :func:`validate_params`:
   the declarative parameter checks of ``_parameter_constraints``;
 - ``fit_context``: the decorator that validates the parameters before
-  ``fit`` (scikit-learn's ``_fit_context``);
+  ``fit`` (scikit-learn's ``_fit_context``; :func:`validated_even_if_skipped`
+  adds the validation under ``skip_parameter_validation``);
 - ``safe_indexing`` and ``num_samples``: row selection and row count of an
   array, a sparse matrix, a DataFrame or a list;
 - ``InvalidParameterError``: scikit-learn's error for a parameter outside
@@ -202,6 +203,23 @@ def validate_params(estimator):
         _validate_params_fallback(estimator)
     else:
         estimator._validate_params()
+
+
+def validated_even_if_skipped(fit):
+    """Decorate ``fit`` to validate the parameters under
+    ``skip_parameter_validation=True`` too (placed below ``fit_context``,
+    which validates them otherwise).  For the searches: each of their
+    parameters decides what a release costs or how it is scored, and an
+    unvalidated one failed after the charge (``scoring``) or was silently
+    replaced (``selection``)."""
+
+    @functools.wraps(fit)
+    def wrapper(estimator, *args, **kwargs):
+        if get_config().get("skip_parameter_validation", False):
+            validate_params(estimator)
+        return fit(estimator, *args, **kwargs)
+
+    return wrapper
 
 
 if USING_FALLBACKS:

@@ -30,6 +30,7 @@ from dp_glm_sklearn import (
     PrivacyLeakWarning,
     default_accountant,
 )
+from dp_glm_sklearn._sklearn_compat import InvalidParameterError
 from dp_glm_sklearn.model_selection import _auto, _boosting, _random, _scores, _search, _slot
 from dp_glm_sklearn.privacy import (
     GaussianEvent,
@@ -2433,6 +2434,10 @@ def test_a_fit_refused_before_the_charge_leaves_no_classes_behind():
     (dict(n_jobs=2**31), "'n_jobs' parameter"),  # joblib failed after the charge
     (dict(n_jobs=0), "'n_jobs' parameter"),
     (dict(epsilon=1e308), "'epsilon' parameter .* at most 1e\\+300"),
+    # Under skip_parameter_validation: an unknown scoring failed after the
+    # charge; the others failed before it, with an unrelated message.
+    (dict(scoring="r2"), "'scoring' parameter .* must be a str among"),
+    (dict(epsilon=0.0), "'epsilon' parameter"),
 ])
 def test_search_parameters_beyond_their_range_are_refused_before_any_charge(
         reg_data, wrapper, change, match, skip_validation):
@@ -2440,6 +2445,25 @@ def test_search_parameters_beyond_their_range_are_refused_before_any_charge(
     search = _WRAPPERS[wrapper](_reg(), acc).set_params(**change)
     with pytest.raises(ValueError, match=match), \
             sklearn.config_context(skip_parameter_validation=skip_validation):
+        search.fit(*reg_data)
+    assert acc.history == []
+
+
+@pytest.mark.parametrize("wrapper, change", [
+    ("grid", dict(selection="report_noisy_max")),  # ran the default selection instead
+    ("grid", dict(refit=True, refit_share=1.5)),
+    ("random", dict(validation_fraction=float("nan"))),
+    ("random", dict(mean_candidates=1.0)),
+    ("random", dict(stopping="poisson")),
+    ("boosting", dict(n_models=1)),
+])
+def test_search_parameters_are_checked_even_under_skip_parameter_validation(reg_data, wrapper,
+                                                                            change):
+    acc = PrivacyAccountant(epsilon=np.inf, delta=DELTA)
+    search = _WRAPPERS[wrapper](_reg(), acc).set_params(**change)
+    (name,) = set(change) - {"refit"}
+    with pytest.raises(InvalidParameterError, match=f"'{name}' parameter"), \
+            sklearn.config_context(skip_parameter_validation=True):
         search.fit(*reg_data)
     assert acc.history == []
 

@@ -41,7 +41,7 @@ from numbers import Integral
 import numpy as np
 
 from .._base import _clones_draw_nothing, _fit_n_samples, _rng, target_privacy
-from .._sklearn_compat import Interval, fit_context
+from .._sklearn_compat import Interval, fit_context, validated_even_if_skipped
 from ..privacy.calibration import gdp_mu, gdp_parallel
 from ..privacy.events import GaussianEvent
 from ..privacy.selection import (
@@ -250,6 +250,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
                     events=[event])
 
     @fit_context(prefer_skip_nested_validation=False)
+    @validated_even_if_skipped
     @_clones_draw_nothing
     def fit(self, X, y):
         """Train one model per chunk and keep the best one, chosen privately.

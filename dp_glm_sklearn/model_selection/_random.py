@@ -19,7 +19,7 @@ from sklearn.model_selection import ParameterGrid
 
 from .._base import _clones_draw_nothing, _fit_n_samples, _rng, target_privacy
 from .._doc import format_doc
-from .._sklearn_compat import Interval, StrOptions, fit_context
+from .._sklearn_compat import Interval, StrOptions, fit_context, validated_even_if_skipped
 from ..privacy.events import GaussianEvent, RandomStoppingEvent
 from ..privacy.selection import (
     gaussian_report_noisy_max,
@@ -367,6 +367,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         return max(1, effective_n_jobs(self.n_jobs))
 
     @fit_context(prefer_skip_nested_validation=False)
+    @validated_even_if_skipped
     @_clones_draw_nothing
     def fit(self, X, y):
         """Try a random number of random candidates; keep the best, privately.

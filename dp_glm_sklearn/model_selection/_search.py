@@ -108,6 +108,7 @@ from .._sklearn_compat import (
     fit_context,
     num_samples,
     safe_indexing,
+    validated_even_if_skipped,
 )
 from .._warn import silenced, warn_user
 from ..privacy.accountant import (
@@ -1109,6 +1110,7 @@ class DPGridSearchCV(_BaseDPSearch):
         return plan
 
     @fit_context(prefer_skip_nested_validation=False)
+    @validated_even_if_skipped
     @_clones_draw_nothing
     def fit(self, X, y):
         """Train every candidate on the training part and select one privately.
