@@ -48,6 +48,7 @@ try:
     from sklearn.utils import _safe_indexing as safe_indexing
     from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
     from sklearn.utils._param_validation import InvalidParameterError as _SklearnIPE
+    from sklearn.utils._param_validation import validate_parameter_constraints as _sk_check
     from sklearn.utils.validation import _num_samples as num_samples
 
     USING_FALLBACKS = False
@@ -143,8 +144,12 @@ def _describe(constraint):
 
 def _validate_params_fallback(estimator):
     """Raise :class:`InvalidParameterError` naming the parameter and what it may be."""
-    params = estimator.get_params(deep=False)
-    for name, constraints in estimator._parameter_constraints.items():
+    _check_constraints_fallback(estimator._parameter_constraints,
+                                estimator.get_params(deep=False), type(estimator).__name__)
+
+
+def _check_constraints_fallback(parameter_constraints, params, caller_name):
+    for name, constraints in parameter_constraints.items():
         if constraints == "no_validation" or name not in params:
             continue
         value = params[name]
@@ -154,7 +159,7 @@ def _validate_params_fallback(estimator):
         allowed = allowed[0] if len(allowed) == 1 else (
             ", ".join(allowed[:-1]) + " or " + allowed[-1])
         raise InvalidParameterError(
-            f"The {name!r} parameter of {type(estimator).__name__} must be {allowed}. "
+            f"The {name!r} parameter of {caller_name} must be {allowed}. "
             f"Got {value!r} instead."
         )
 
@@ -208,15 +213,22 @@ def validate_params(estimator):
 def validated_even_if_skipped(fit):
     """Decorate ``fit`` to validate the parameters under
     ``skip_parameter_validation=True`` too (placed below ``fit_context``,
-    which validates them otherwise).  For the searches: each of their
-    parameters decides what a release costs or how it is scored, and an
-    unvalidated one failed after the charge (``scoring``) or was silently
-    replaced (``selection``)."""
+    which validates them otherwise), but ``random_state``, which numpy
+    checks when it draws.  For the searches: each of their other parameters
+    decides what a release costs or how it is scored, and an unvalidated
+    one failed after the charge (``scoring``) or was silently replaced
+    (``selection``).  (``random_state``: ``norm_bound="auto"`` passes the
+    estimator's own to its search, which must take what the estimator
+    takes under that option.)"""
 
     @functools.wraps(fit)
     def wrapper(estimator, *args, **kwargs):
         if get_config().get("skip_parameter_validation", False):
-            validate_params(estimator)
+            constraints = {name: constraint for name, constraint
+                           in estimator._parameter_constraints.items()
+                           if name != "random_state"}
+            check = _check_constraints_fallback if USING_FALLBACKS else _sk_check
+            check(constraints, estimator.get_params(deep=False), type(estimator).__name__)
         return fit(estimator, *args, **kwargs)
 
     return wrapper

@@ -331,6 +331,143 @@ def test_training_data_worker_processes_cannot_receive_is_refused_before_the_cha
                 assert len(acc.history) == 1
 
 
+_MAIN_CLASS_SCRIPT = """
+import numpy as np, pandas as pd, warnings
+from joblib import parallel_config
+from dp_glm_sklearn import DPGridSearchCV, DPLinearRegression, PrivacyAccountant
+
+class Value:  # defined in __main__, as in a notebook
+    def __init__(self, v):
+        self.v = v
+    def __float__(self):
+        return float(self.v)
+
+rng = np.random.default_rng(0)
+Z = rng.normal(size=(60, 2))
+X = pd.DataFrame({"a": [Value(v) for v in Z[:, 0]], "b": Z[:, 1]})
+acc = PrivacyAccountant(epsilon=10.0, delta=1e-3)
+search = DPGridSearchCV(DPLinearRegression(), {"norm_bound": [1.0, 2.0]}, epsilon=1.0,
+                        n_jobs=2, accountant=acc, random_state=0)
+try:
+    with parallel_config(backend="loky"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        search.fit(X, Z[:, 0])
+    print("fitted", len(acc.history))
+except Exception as exc:
+    print(type(exc).__name__, len(acc.history), "defined in __main__" in str(exc))
+"""
+
+
+def test_objects_of_a_main_class_in_an_array_are_refused_before_the_charge_on_loky():
+    """loky sends numpy arrays through joblib's reducers, which pickle an array of
+    objects with the standard pickle, by reference: a class defined in
+    __main__ (a notebook) cannot be loaded in the worker.  cloudpickle (the
+    earlier check) copies such a class by value and passed it, and the search
+    failed after the charge (BrokenProcessPool; adversarial check)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _MAIN_CLASS_SCRIPT], capture_output=True,
+                         text=True, timeout=300)
+    assert out.stdout.split() == ["TypeError", "0", "True"], out.stdout + out.stderr[-2000:]
+
+
+class _Labelled:
+    """A label that cannot be pickled (it holds a lock)."""
+
+    def __init__(self, i):
+        import threading
+
+        self.i, self.lock = i, threading.Lock()
+
+    def __hash__(self):
+        return self.i
+
+    def __eq__(self, other):
+        return isinstance(other, _Labelled) and other.i == self.i
+
+
+@pytest.mark.parametrize("backend", ["loky", "multiprocessing"])
+@pytest.mark.parametrize("where", ["index", "columns", "y_name", "ndarray_subclass"])
+def test_data_worker_processes_cannot_receive_beyond_its_values(backend, where):
+    """Numeric values with labels that cannot be pickled (a DataFrame's index or
+    columns, y's name), or a local ndarray subclass that the standard pickle
+    cannot find: the check skipped them by dtype, and they failed after the
+    charge (adversarial check)."""
+    import pandas as pd
+
+    class LocalArray(np.ndarray):
+        pass
+
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(60, 2))
+    X, y = pd.DataFrame(values), pd.Series(values[:, 0] > 0, dtype=int)
+    if where == "index":
+        X.index = y.index = [_Labelled(i) for i in range(60)]
+    elif where == "columns":
+        X.columns = [_Labelled(0), _Labelled(1)]
+    elif where == "y_name":
+        y.name = _Labelled(0)
+    else:
+        if backend == "loky":
+            pytest.skip("loky pickles the subclass by value (cloudpickle)")
+        X = values.view(LocalArray)
+    acc = PrivacyAccountant(epsilon=10.0, delta=1e-3)
+    search = DPGridSearchCV(_clf(), {"norm_bound": [1.0, 2.0]}, epsilon=1.0, random_state=0,
+                            accountant=acc, n_jobs=2)
+    with warnings.catch_warnings(), parallel_config(backend=backend), \
+            pytest.raises(TypeError, match="pickling [Xy] failed.*Nothing was charged"):
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        search.fit(X, y)
+    assert acc.history == []
+
+
+def test_the_pickling_check_skips_arrays_of_numbers(monkeypatch):
+    """A large numeric X (80 MB here) is not pickled for the check: only what
+    could fail to pickle is."""
+    import pandas as pd
+    from joblib import parallel_config as config
+
+    from dp_glm_sklearn.model_selection import _pickling
+
+    written = []
+    monkeypatch.setattr(_pickling._Discard, "write", staticmethod(
+        lambda data: written.append(len(data)) or len(data)))
+    X = np.zeros((10**6, 10))
+    for backend in ("loky", "multiprocessing"):
+        with config(backend=backend):
+            check = _pickling.worker_pickling_check(2)
+        for data in (X, pd.DataFrame(X), sp.csr_matrix(X[:1000])):
+            written.clear()
+            check(data)
+            assert 0 < sum(written) < 10**5, (backend, type(data), sum(written))
+    with config(backend="threading"):
+        assert _pickling.worker_pickling_check(2) is None
+    assert _pickling.worker_pickling_check(1) is None
+
+
+def test_workers_copy_read_only_parts_for_preprocessing_steps_only(monkeypatch):
+    """A worker's read-only memory map is copied only when a step before the DP
+    estimator could write to it: the DP estimators read X and y only, and the
+    copy cost a training part's size per worker after the charge."""
+    from sklearn.pipeline import make_pipeline
+
+    copied = []
+    real = _search._writable
+    monkeypatch.setattr(_search, "_writable", lambda a: copied.append(1) or real(a))
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    y = (X[:, 0] > 0).astype(int)
+    X.setflags(write=False)
+    y.setflags(write=False)
+    for estimator, expected in ((_clf(), 0), (make_pipeline(StandardScaler(), _clf()), 2)):
+        slot = _slot._find_dp_slot(estimator)
+        copied.clear()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)
+            _search._fit_candidate(clone(estimator), {}, slot, X, y, parent_pid=-1)
+        assert len(copied) == expected
+
+
 def test_pandas_input_to_worker_processes():
     """A pandas y (or X) in a worker process: the read-only check read pandas'
     own ``flags`` and raised after the charge (review of the fix)."""
@@ -2466,6 +2603,18 @@ def test_search_parameters_are_checked_even_under_skip_parameter_validation(reg_
             sklearn.config_context(skip_parameter_validation=True):
         search.fit(*reg_data)
     assert acc.history == []
+
+
+@pytest.mark.parametrize("random_state", [2**40, [1, 2, 3]])
+def test_norm_bound_auto_takes_what_a_fixed_norm_bound_takes_under_skip_validation(
+        reg_data, random_state):
+    """Its inner search is validated even under skip_parameter_validation, but not
+    its random_state (the estimator's own, which numpy checks): a seed a fixed
+    norm_bound takes was refused, in the words of a search the user never
+    built (adversarial check)."""
+    with sklearn.config_context(skip_parameter_validation=True):
+        for norm_bound in (1.0, "auto"):
+            _reg().set_params(norm_bound=norm_bound, random_state=random_state).fit(*reg_data)
 
 
 def test_joblibs_default_number_of_workers_is_checked_before_any_charge(reg_data):

@@ -190,6 +190,10 @@ def _run_on(fallbacks):
                 DPLinearRegression(method="magic").fit(X, y)
             except ValueError as exc:
                 print("unvalidated:", exc)
+            try:
+                DPGridSearchCV(reg, {{}}, selection="best").fit(X, y)
+            except ValueError as exc:
+                print("search refused:", exc)
         """
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
@@ -214,6 +218,10 @@ def test_package_works_on_the_fallbacks():
     assert ours[7].startswith("refused: The 'selection' parameter of DPGridSearchCV must be")
     # scikit-learn's skip_parameter_validation is honoured by the fallbacks too.
     assert ours[8] == theirs[8] and ours[8].startswith("unvalidated: Unknown method 'magic'")
+    # ... but the searches validate their own parameters even then.
+    # (scikit-learn lists the options in the set's order, which changes between runs)
+    refused = "search refused: The 'selection' parameter of DPGridSearchCV must be a str among"
+    assert ours[9].startswith(refused) and theirs[9].startswith(refused)
 
 
 def test_a_fitted_searchs_diagram_shows_best_estimator():

@@ -66,18 +66,12 @@ shown anywhere.
 import itertools
 import math
 import os
-import pickle
 from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
 from joblib import effective_n_jobs
 from joblib.parallel import get_active_backend
-
-try:  # what loky pickles tasks with: joblib vendored it before 1.5, then required it
-    from joblib.externals import cloudpickle
-except ImportError:  # pragma: no cover
-    import cloudpickle
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import get_tags
@@ -131,6 +125,7 @@ from ..privacy.selection import (
     gdp_bounded_range_epsilon,
     generalized_exponential_mechanism,
 )
+from ._pickling import NotImportableError, worker_pickling_check
 from ._probe import _probe_head, _validated_after
 from ._scores import (
     SCORINGS,
@@ -225,26 +220,24 @@ def _fit_candidate(estimator, params, slot, X, y, parent_pid):
         else:
             # joblib hands a worker process large arrays as read-only memory
             # maps; a step working in place (checked before the charge on
-            # writable parts) would fail there, after the charge.
-            X, y = _writable(X), _writable(y)
+            # writable parts) would fail there, after the charge.  (The DP
+            # estimators read X and y only: no copy of the part for them.)
+            if _head(estimator) is not None:
+                X, y = _writable(X), _writable(y)
             # One task at a time per worker process: its filters are its own.
             with silenced():
                 estimator.fit(X, y)
     return estimator
 
 
-def _numeric(a):
-    """Whether ``a`` is a numpy array, sparse matrix or pandas object of numbers,
-    booleans, strings or dates only (what always pickles)."""
-    if isinstance(a, np.ndarray) or sp.issparse(a):
-        dtypes = [a.dtype]
-    elif hasattr(a, "dtypes") and hasattr(a, "columns"):  # a DataFrame
-        dtypes = list(a.dtypes)
-    elif hasattr(a, "dtype") and hasattr(a, "index"):  # a Series
-        dtypes = [a.dtype]
-    else:
-        return False
-    return all(isinstance(dtype, np.dtype) and dtype.kind in "biufcSUmM" for dtype in dtypes)
+def _why(exc):
+    """What a failed pickling says, without its message (which may quote a value)."""
+    if isinstance(exc, NotImportableError):
+        return ("an object of a class defined in __main__ (a notebook or a script) or in a "
+                "function, inside a numpy array or a pandas column or index, which joblib's "
+                "loky workers load by reference and cannot import; define the class in a "
+                "module")
+    return type(exc).__name__
 
 
 def _writable(a):
@@ -498,24 +491,6 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         _check_release(accountant, events, float(self.epsilon), delta)
         return accountant
 
-    def _worker_dumps(self):
-        """How the fits are pickled to and from worker processes, or None (threads).
-
-        With ``n_jobs`` above 1 on a process backend, each candidate's
-        estimator and parameters go to a worker pickled, and the fitted
-        candidate comes back so: joblib's multiprocessing backend by the
-        standard pickle, loky (joblib's default), dask and others (Ray's) by
-        cloudpickle, which accepts more (a subclass of a backend may pickle
-        otherwise: the most permissive is checked, so that no valid search is
-        refused).
-        """
-        backend = get_active_backend()[0]
-        if getattr(backend, "supports_sharedmem", False) or effective_n_jobs(self.n_jobs) <= 1:
-            return None
-        if type(backend).__name__ == "MultiprocessingBackend":  # exactly: not a subclass
-            return pickle.dumps
-        return cloudpickle.dumps
-
     def _check_picklable(self, slot, candidates, dumps):
         """Raise, before the charge, if worker processes could not receive the fits
         pickled by ``dumps`` (:meth:`_worker_dumps`; None: no worker processes):
@@ -531,19 +506,17 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                 f"worker processes ({type(get_active_backend()[0]).__name__}), which receive "
                 "the estimator "
                 f"and the candidates' parameters pickled; pickling them failed "
-                f"({type(exc).__name__}). Nothing was charged. Make them picklable, or use "
+                f"({_why(exc)}). Nothing was charged. Make them picklable, or use "
                 "n_jobs=1 or joblib's threading backend.") from None
 
     def _check_data_picklable(self, X, y, dumps):
         """Raise, before the charge, if worker processes could not receive the data
-        pickled by ``dumps`` (records holding, say, a lock in an object array
-        failed after the charge).  Arrays of numbers always pickle: not
-        pickled here."""
+        pickled by ``dumps`` (records holding, say, a lock in an object array,
+        or a pandas index of them, failed after the charge).  Arrays of
+        numbers are skipped (:mod:`._pickling`)."""
         if dumps is None:
             return
         for name, data in (("X", X), ("y", y)):
-            if _numeric(data):
-                continue
             try:
                 dumps(data)
             except Exception as exc:
@@ -551,7 +524,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                     f"{type(self).__name__} with n_jobs={self.n_jobs!r} fits its candidates "
                     f"in worker processes ({type(get_active_backend()[0]).__name__}), which "
                     f"receive the training data pickled; pickling {name} failed "
-                    f"({type(exc).__name__}). Nothing was charged. Use n_jobs=1 or joblib's "
+                    f"({_why(exc)}). Nothing was charged. Use n_jobs=1 or joblib's "
                     "threading backend.") from None
 
     def _charge(self, accountant, slot, events, source, X, y, candidates, parts, fits, rows):
@@ -604,7 +577,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         possible = self._possible_candidates(candidates, slot)
         _warn_fitted_preprocessing(self, slot, possible)
         _check_scoring(self.estimator, slot, self._scoring())
-        dumps = self._worker_dumps()
+        dumps = worker_pickling_check(self.n_jobs)
         self._check_picklable(slot, itertools.chain(possible, candidates), dumps)
         _n_samples(y, type(self).__name__, what="y")
         X, y = indexable(X, y)
