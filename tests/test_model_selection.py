@@ -468,6 +468,43 @@ def test_workers_copy_read_only_parts_for_preprocessing_steps_only(monkeypatch):
         assert len(copied) == expected
 
 
+class _KeepsALockOnAllRows(TransformerMixin, BaseEstimator):
+    """A step that pickles fitted on a training part, not fitted on all rows."""
+
+    def fit(self, X, y=None):
+        self.n_rows_ = len(X)
+        if len(X) > 40:
+            import threading
+
+            self.lock_ = threading.Lock()
+        return self
+
+    def transform(self, X):
+        return X
+
+
+@pytest.mark.parametrize("refit", [True, False])
+def test_a_head_fitted_on_all_rows_must_pickle_for_the_refit(clf_data, refit):
+    """The refit runs in a worker process too: a head that could not come back
+    from it once fitted on all rows failed after the charge (adversarial
+    check).  Without a refit, that head never travels: the search runs."""
+    X, y = clf_data
+    X, y = X[:60], y[:60]
+    acc = PrivacyAccountant(epsilon=10.0, delta=1e-3)
+    search = DPGridSearchCV(Pipeline([("step", _KeepsALockOnAllRows()), ("dp", _clf())]),
+                            {"dp__norm_bound": [1.0, 2.0]}, epsilon=1.0, random_state=0,
+                            accountant=acc, n_jobs=2, refit=refit)
+    with warnings.catch_warnings(), parallel_config(backend="loky"):
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        if refit:
+            with pytest.raises(TypeError, match="fitted on the data, cannot be pickled"):
+                search.fit(X, y)
+            assert acc.history == []
+        else:
+            search.fit(X, y)
+            assert len(acc.history) == 1
+
+
 def test_pandas_input_to_worker_processes():
     """A pandas y (or X) in a worker process: the read-only check read pandas'
     own ``flags`` and raised after the charge (review of the fix)."""

@@ -104,6 +104,16 @@ class _LokyCheck(cloudpickle.Pickler):
         return super().reducer_override(obj)
 
 
+def pickling_failure(exc):
+    """What a failed check says, without its message (which may quote a value)."""
+    if isinstance(exc, NotImportableError):
+        return ("an object of a class defined in __main__ (a notebook or a script) or in a "
+                "function, inside a numpy array or a pandas column or index, which joblib's "
+                "loky workers load by reference and cannot import; define the class in a "
+                "module")
+    return type(exc).__name__
+
+
 def worker_pickling_check(n_jobs):
     """A function that raises if its argument cannot be sent to (or back from) the
     active joblib backend's worker processes; None if the fits run in this

@@ -15,6 +15,7 @@ from sklearn.utils import check_array
 from .._base import _duplicates_summed, _unquoted
 from .._sklearn_compat import safe_indexing
 from .._warn import silenced
+from ._pickling import pickling_failure
 
 #: Beginnings of scikit-learn's input-validation messages that quote no value
 #: of the data, nor a count that a preprocessing step could make private.
@@ -50,7 +51,7 @@ def _usable_output(Xt, n_features=None):
     return Xt.shape[1]
 
 
-def _probe_head(head, X, y, parts, dumps=None):
+def _probe_head(head, X, y, parts, dumps=None, refit=False):
     """Fit the preprocessing ``head`` on X and on each training part.
 
     Returns ``(Xt, widths)``: X transformed, and the numbers of features the
@@ -70,13 +71,18 @@ def _probe_head(head, X, y, parts, dumps=None):
 
     ``dumps``: how worker processes will pickle the fitted candidates back
     (None: no worker processes); each head fitted on a part goes through it,
-    and one that cannot (a step keeping a lock) is refused here.
+    and with ``refit`` the head fitted on all rows too (the refit runs in a
+    worker as well), and one that cannot (a step keeping a lock) is refused
+    here.
     """
     steps = ", ".join(type(step).__name__ for _, step in head.steps)
     fitted = []
     try:
         with silenced(), np.errstate(all="ignore"):
-            Xt = clone(head).fit_transform(X, y)
+            whole = clone(head)
+            Xt = whole.fit_transform(X, y)
+            if refit and dumps is not None:
+                fitted.append(whole)
             widths = set()
             for train, val in parts:
                 # What the DP estimator gets, in a candidate's fit and in its
@@ -108,8 +114,8 @@ def _probe_head(head, X, y, parts, dumps=None):
                 dumps(part)
             except Exception as exc:
                 error = TypeError(
-                    f"The preprocessing steps before the DP estimator ({steps}), fitted on a "
-                    f"training part, cannot be pickled ({type(exc).__name__}), which the "
+                    f"The preprocessing steps before the DP estimator ({steps}), fitted on "
+                    f"the data, cannot be pickled ({pickling_failure(exc)}), which the "
                     "search's worker processes need to send the fitted candidates back "
                     "(n_jobs > 1 on a process backend). Nothing was charged. Use n_jobs=1 or "
                     "joblib's threading backend.")

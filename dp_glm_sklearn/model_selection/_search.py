@@ -125,7 +125,7 @@ from ..privacy.selection import (
     gdp_bounded_range_epsilon,
     generalized_exponential_mechanism,
 )
-from ._pickling import NotImportableError, worker_pickling_check
+from ._pickling import pickling_failure, worker_pickling_check
 from ._probe import _probe_head, _validated_after
 from ._scores import (
     SCORINGS,
@@ -228,16 +228,6 @@ def _fit_candidate(estimator, params, slot, X, y, parent_pid):
             with silenced():
                 estimator.fit(X, y)
     return estimator
-
-
-def _why(exc):
-    """What a failed pickling says, without its message (which may quote a value)."""
-    if isinstance(exc, NotImportableError):
-        return ("an object of a class defined in __main__ (a notebook or a script) or in a "
-                "function, inside a numpy array or a pandas column or index, which joblib's "
-                "loky workers load by reference and cannot import; define the class in a "
-                "module")
-    return type(exc).__name__
 
 
 def _writable(a):
@@ -506,7 +496,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                 f"worker processes ({type(get_active_backend()[0]).__name__}), which receive "
                 "the estimator "
                 f"and the candidates' parameters pickled; pickling them failed "
-                f"({_why(exc)}). Nothing was charged. Make them picklable, or use "
+                f"({pickling_failure(exc)}). Nothing was charged. Make them picklable, or use "
                 "n_jobs=1 or joblib's threading backend.") from None
 
     def _check_data_picklable(self, X, y, dumps):
@@ -524,7 +514,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                     f"{type(self).__name__} with n_jobs={self.n_jobs!r} fits its candidates "
                     f"in worker processes ({type(get_active_backend()[0]).__name__}), which "
                     f"receive the training data pickled; pickling {name} failed "
-                    f"({_why(exc)}). Nothing was charged. Use n_jobs=1 or joblib's "
+                    f"({pickling_failure(exc)}). Nothing was charged. Use n_jobs=1 or joblib's "
                     "threading backend.") from None
 
     def _charge(self, accountant, slot, events, source, X, y, candidates, parts, fits, rows):
@@ -597,6 +587,8 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                              f"minimum of 1 is required by {type(self).__name__}.")
         # Parts are public: norm_bound="auto" needs 2 samples in each training part.
         smallest = min((len(train) for train, _ in parts), default=None)
+        train_sizes = {len(train) for train, _ in parts}
+        refits = any(fit[0] not in train_sizes for fit in fits)  # (a fit on all rows)
         heads, checked, probed, plans = {}, {}, set(), []
         # Every value that could be drawn, then the draws: whether the random
         # search refuses a listed value must not depend on its secret K.
@@ -612,7 +604,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             if head is None:
                 Xt, widths = X, set()
             elif head_key not in heads:
-                Xt, widths = heads[head_key] = _probe_head(head, X, y, parts, dumps)
+                Xt, widths = heads[head_key] = _probe_head(head, X, y, parts, dumps, refits)
             else:
                 Xt, widths = heads[head_key]
             probe = clone(slot.owner(candidate))
@@ -649,7 +641,6 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             # on the candidates that could be drawn, not on those drawn.
             reader = clone(plans[-1][0]).set_params(classes=None)
             fixed = {slot.key("classes"): reader._check_targets(y_checked, warn=True)}
-        train_sizes = {len(train) for train, _ in parts}
         self._check_public_plans(plans, fits, fixed.get(slot.key("classes")), train_sizes,
                                  self._parallel_fits(candidates, parts))
         # The candidates' fits (a refit has all the rows), scored on the validation part.
