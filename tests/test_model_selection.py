@@ -1745,6 +1745,56 @@ def test_search_score_uses_the_searchs_scoring(reg_data, scoring):
         search.score(X[:600], y[:600]), rel=1e-12)
 
 
+class _Predicts(BaseEstimator):
+    """A fitted regressor stub returning fixed predictions."""
+
+    def __init__(self, predictions=None, y_bound=2.0):
+        self.predictions = predictions
+        self.y_bound = y_bound
+
+    def predict(self, X):
+        return self.predictions
+
+    def _y_interval(self):
+        return -self.y_bound, self.y_bound
+
+
+@pytest.mark.parametrize("scoring, bound", [("neg_mean_absolute_error", 4.0),
+                                            ("neg_mean_squared_error", 16.0)])
+def test_validation_losses_reach_their_declared_bound_and_nan_costs_the_bound(scoring, bound):
+    """With y_bound=2, clipped predictions and labels differ by at most 4: the
+    absolute error is at most 4 and the squared error 16, each reached by
+    opposite predictions; a NaN prediction costs the bound, never 0 (it
+    would win the selection).  A bound of 4 for the squared error (errors
+    saturated there) and NaN scored 0 both passed the suite (mutation
+    review)."""
+    pred = np.array([5.0, -7.0, np.nan, 0.5])
+    y = np.array([-9.0, 3.0, 1.0, 0.5])
+    slot = _slot._find_dp_slot(_reg())
+    losses, declared = _scores._clipped_losses(_Predicts(pred), slot, scoring, None, y)
+    assert declared == bound
+    np.testing.assert_array_equal(losses, [bound, bound, bound, 0.0])
+
+
+def test_random_search_draws_its_number_of_candidates_from_the_charged_law(reg_data,
+                                                                           monkeypatch):
+    """K is drawn with the mean and stopping law its RandomStoppingEvent records:
+    drawing at twice the mean, or geometric while charging logarithmic,
+    passed the suite (mutation review); either spends more than recorded."""
+    calls, real = [], _random.sample_stopping_count
+    monkeypatch.setattr(_random, "sample_stopping_count",
+                        lambda mean, stopping, rng: calls.append((float(mean), stopping))
+                        or real(mean, stopping, rng))
+    for stopping in ("logarithmic", "geometric"):
+        calls.clear()
+        search = DPRandomizedSearchCV(_reg(), {"norm_bound": [1.0, 3.0]}, epsilon=2.0,
+                                      delta=DELTA, mean_candidates=4.0, stopping=stopping,
+                                      random_state=0, accountant=PrivacyAccountant())
+        search.fit(*reg_data)
+        (event,) = [e for e in search.privacy_events_ if isinstance(e, RandomStoppingEvent)]
+        assert calls == [(event.mean, event.stopping)] == [(4.0, stopping)]
+
+
 def test_classifier_search_score_is_the_accuracy_with_accuracy_scoring(clf_data):
     X, y = clf_data
     search = DPConfidenceBoosting(_clf(), scoring="accuracy", epsilon=1.0, delta=DELTA,

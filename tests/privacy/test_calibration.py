@@ -286,3 +286,15 @@ def test_gdp_mu_near_the_largest_float():
             assert 0 < mu < math.inf
             assert gdp_epsilon(mu, delta) <= epsilon
             assert gdp_epsilon(mu, delta) >= epsilon * (1 - 1e-8)  # not needlessly small
+
+
+def test_gdp_composition_helpers():
+    """sqrt(count) mu for adaptive composition; the largest for disjoint parts
+    (each search's charge uses both, with arms equal by construction there, so
+    a wrong helper would not show in the searches' tests; mutation review)."""
+    from dp_glm_sklearn.privacy.calibration import gdp_composed, gdp_parallel
+
+    assert gdp_composed(0.3, 4) == pytest.approx(0.6, rel=1e-15)
+    assert gdp_composed(0.3, 1) == 0.3
+    assert gdp_parallel(0.3, 0.5) == 0.5
+    assert gdp_parallel(0.5, 0.3, 0.4) == 0.5

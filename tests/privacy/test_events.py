@@ -459,3 +459,23 @@ def test_identical_random_stopping_runs_are_converted_once(monkeypatch):
     # the RDP bound, then per split share one conversion and the RDP bound of
     # the split ledger (one of the three bounds of a ledger without stopping)
     assert len(calls) == 1 + 2 * len(events_module._STOPPING_DELTA_SHARES)
+
+
+def test_identical_random_stopping_events_each_count():
+    """Two identical searches (the same search fitted twice, or under
+    cross_val_score) compose as two: a ledger that grouped equal runs had to
+    multiply each curve by its count (a mutant adding it once reported
+    epsilon 1.0 for two (1, 1e-5) searches; mutation review)."""
+    from dp_glm_sklearn import BudgetExceededError, PrivacyAccountant
+    from dp_glm_sklearn.privacy.selection import random_stopping_mu
+
+    mu = random_stopping_mu(1.0, 1e-5, 5.0)
+    event = RandomStoppingEvent(mu, 5.0)
+    twin = RandomStoppingEvent(mu * (1 - 1e-12), 5.0)  # not grouped with event
+    both = compose([event, event], 1e-5)
+    assert both == pytest.approx(compose([event, twin], 1e-5), rel=1e-6)
+    assert both > 1.5
+    accountant = PrivacyAccountant(epsilon=1.5, delta=1e-5)
+    accountant.spend([event])
+    with pytest.raises(BudgetExceededError):
+        accountant.spend([event])
