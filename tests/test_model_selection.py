@@ -422,6 +422,79 @@ def test_data_worker_processes_cannot_receive_beyond_its_values(backend, where):
     assert acc.history == []
 
 
+@pytest.mark.parametrize("method, main_file, refused", [
+    ("fork", False, False),  # the workers are copies of this process
+    ("spawn", True, False),  # they import __main__ again from its file
+    ("forkserver", False, True),  # a notebook (Linux's default from Python 3.14)
+    ("spawn", False, True),
+])
+def test_multiprocessing_workers_that_cannot_import_main_are_checked(monkeypatch, method,
+                                                                    main_file, refused):
+    """Started by spawn or forkserver from a __main__ without a file (a notebook,
+    python -c), multiprocessing's workers cannot load anything of __main__,
+    which the standard pickle sends by reference: joblib's pool then hung
+    after the charge."""
+    import multiprocessing
+    import sys
+
+    from dp_glm_sklearn.model_selection import _pickling
+
+    main = sys.modules["__main__"]
+    Stepping = type("Stepping", (), {"__module__": "__main__"})
+    monkeypatch.setattr(main, "Stepping", Stepping, raising=False)
+    if main_file:
+        monkeypatch.setattr(main, "__file__", "script.py", raising=False)
+    else:
+        monkeypatch.delattr(main, "__file__", raising=False)
+    monkeypatch.setattr(multiprocessing, "get_start_method", lambda allow_none=False: method)
+    with parallel_config(backend="multiprocessing"):
+        check = _pickling.worker_pickling_check(2)
+    if refused:
+        with pytest.raises(_pickling.NotImportableError):
+            check([Stepping()])
+    else:
+        check([Stepping()])
+
+
+_FORKSERVER_SCRIPT = """
+import multiprocessing, warnings
+import numpy as np
+from joblib import parallel_config
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer
+from dp_glm_sklearn import DPGridSearchCV, DPLinearRegression, PrivacyAccountant
+
+def halve(Z):  # defined in __main__, which has no file here (python -c)
+    return Z * 0.5
+
+multiprocessing.set_start_method("forkserver")
+rng = np.random.default_rng(0)
+X = rng.normal(size=(60, 2))
+acc = PrivacyAccountant(epsilon=10.0, delta=1e-3)
+search = DPGridSearchCV(make_pipeline(FunctionTransformer(halve), DPLinearRegression()),
+                        {"dplinearregression__norm_bound": [1.0, 2.0]}, epsilon=1.0,
+                        n_jobs=2, accountant=acc, random_state=0)
+try:
+    with parallel_config(backend="multiprocessing"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        search.fit(X, X[:, 0])
+    print("fitted", len(acc.history))
+except TypeError as exc:
+    print("TypeError", len(acc.history))
+"""
+
+
+def test_a_notebook_function_with_forkserver_workers_is_refused_before_the_charge():
+    """Python 3.14's default start method on Linux: the search hung after the
+    charge (joblib's pool waits for workers that cannot unpickle the task)."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _FORKSERVER_SCRIPT], capture_output=True,
+                         text=True, timeout=120)
+    assert out.stdout.split() == ["TypeError", "0"], out.stdout + out.stderr[-2000:]
+
+
 def test_the_pickling_check_skips_arrays_of_numbers(monkeypatch):
     """A large numeric X (80 MB here) is not pickled for the check: only what
     could fail to pickle is."""

@@ -15,15 +15,21 @@ How joblib's backends pickle:
   standard pickle, by reference, and a fresh worker process cannot import
   ``__main__``'s or a function's classes: an array of such objects (a
   DataFrame column or index of them) failed in the worker;
-- multiprocessing: the standard pickle throughout (its workers are forked
-  from the parent and know its ``__main__``);
+- multiprocessing: the standard pickle throughout; workers started by
+  ``fork`` (Linux's default before Python 3.14) know the parent's
+  ``__main__``, those started by ``spawn`` or ``forkserver`` (macOS's and
+  Windows' default, and Linux's from Python 3.14) import it again from its
+  file, and know nothing of it when it has none (a notebook, ``python -c``):
+  then nothing of ``__main__`` can be sent (joblib's pool hung on it);
 - others (dask's, Ray's): cloudpickle.
 
 Arrays of numbers always pickle; they are skipped, so that large data are
 not copied for the check.
 """
 
+import multiprocessing
 import pickle
+import sys
 
 import numpy as np
 from joblib import effective_n_jobs
@@ -104,13 +110,23 @@ class _LokyCheck(cloudpickle.Pickler):
         return super().reducer_override(obj)
 
 
+def _workers_know_main():
+    """Whether multiprocessing's workers can resolve the parent's ``__main__`` names:
+    forked, or started afresh with a ``__main__`` file to import.  (Names
+    defined under ``if __name__ == "__main__":`` are not checked.)"""
+    method = (multiprocessing.get_start_method(allow_none=True)
+              or multiprocessing.get_all_start_methods()[0])  # (the first is the default)
+    return method == "fork" or getattr(sys.modules.get("__main__"), "__file__", None) is not None
+
+
 def pickling_failure(exc):
     """What a failed check says, without its message (which may quote a value)."""
     if isinstance(exc, NotImportableError):
-        return ("an object of a class defined in __main__ (a notebook or a script) or in a "
-                "function, inside a numpy array or a pandas column or index, which joblib's "
-                "loky workers load by reference and cannot import; define the class in a "
-                "module")
+        return ("a class or function defined in __main__ (a notebook or a script) or in a "
+                "function, which the workers would load by reference and cannot import "
+                "(loky: an object inside a numpy array or a pandas column or index; "
+                "multiprocessing started by spawn or forkserver from a notebook: anything); "
+                "define it in a module")
     return type(exc).__name__
 
 
@@ -122,7 +138,7 @@ def worker_pickling_check(n_jobs):
     if getattr(backend, "supports_sharedmem", False) or effective_n_jobs(n_jobs) <= 1:
         return None
     if type(backend).__name__ == "MultiprocessingBackend":  # exactly: not a subclass
-        checker = _StandardCheck
+        checker = _StandardCheck if _workers_know_main() else _ImportableCheck
     elif isinstance(backend, LokyBackend):
         # (LOKY_PICKLER=pickle: the standard pickle for the tasks too.)
         checker = _ImportableCheck if get_loky_pickler_name() == "pickle" else _LokyCheck
