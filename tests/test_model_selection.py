@@ -257,6 +257,20 @@ class _KeepsALock(TransformerMixin, BaseEstimator):
         return X
 
 
+def _fit_by_workers(search, X, y, refused, match, backend="loky"):
+    """Fit ``search`` (its accountant fresh) with n_jobs workers on ``backend``: refused
+    before any charge, or charged once."""
+    with warnings.catch_warnings(), parallel_config(backend=backend):
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        if refused:
+            with pytest.raises(TypeError, match=match):
+                search.fit(X, y)
+            assert search.accountant.history == []
+        else:
+            search.fit(X, y)
+            assert len(search.accountant.history) == 1
+
+
 @pytest.mark.parametrize("backend, step, refused", [
     ("multiprocessing", "lambda", True),  # standard pickle: no lambdas
     ("loky", "lambda", False),  # cloudpickle
@@ -277,15 +291,8 @@ def test_what_worker_processes_cannot_pickle_is_refused_before_the_charge(clf_da
     search = DPGridSearchCV(Pipeline([("step", steps[step]), ("dp", _clf())]),
                             {"dp__norm_bound": [1.0, 2.0]}, epsilon=1.0, random_state=0,
                             accountant=acc, n_jobs=2)
-    with warnings.catch_warnings(), parallel_config(backend=backend):
-        warnings.simplefilter("ignore", PrivacyLeakWarning)
-        if refused:
-            with pytest.raises(TypeError, match="pickl.*Nothing was charged"):
-                search.fit(*clf_data)
-            assert acc.history == []
-        else:
-            search.fit(*clf_data)
-            assert len(acc.history) == 1
+    _fit_by_workers(search, *clf_data, refused, "pickl.*Nothing was charged",
+                    backend)
 
 
 class _RecordWithALock:
@@ -320,42 +327,43 @@ def test_training_data_worker_processes_cannot_receive_is_refused_before_the_cha
         search = DPGridSearchCV(make_pipeline(FunctionTransformer(_record_values), _clf()),
                                 grid, epsilon=1.0, random_state=0, accountant=acc,
                                 n_jobs=n_jobs)
-        with warnings.catch_warnings(), parallel_config(backend="loky"):
-            warnings.simplefilter("ignore", PrivacyLeakWarning)
-            if n_jobs == 2:
-                with pytest.raises(TypeError, match="pickling X failed.*Nothing was charged"):
-                    search.fit(X, y)
-                assert acc.history == []
-            else:
-                search.fit(X, y)
-                assert len(acc.history) == 1
+        _fit_by_workers(search, X, y, n_jobs == 2,
+                        "pickling X failed.*Nothing was charged")
 
 
-_MAIN_CLASS_SCRIPT = """
-import numpy as np, pandas as pd, warnings
+_SEARCH_IN_MAIN = """
+import multiprocessing, warnings
+import numpy as np, pandas as pd
 from joblib import parallel_config
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import FunctionTransformer
 from dp_glm_sklearn import DPGridSearchCV, DPLinearRegression, PrivacyAccountant
 
-class Value:  # defined in __main__, as in a notebook
-    def __init__(self, v):
-        self.v = v
-    def __float__(self):
-        return float(self.v)
-
-rng = np.random.default_rng(0)
-Z = rng.normal(size=(60, 2))
-X = pd.DataFrame({"a": [Value(v) for v in Z[:, 0]], "b": Z[:, 1]})
+{definitions}
 acc = PrivacyAccountant(epsilon=10.0, delta=1e-3)
-search = DPGridSearchCV(DPLinearRegression(), {"norm_bound": [1.0, 2.0]}, epsilon=1.0,
+search = DPGridSearchCV({estimator}, {{"{prefix}norm_bound": [1.0, 2.0]}}, epsilon=1.0,
                         n_jobs=2, accountant=acc, random_state=0)
 try:
-    with parallel_config(backend="loky"), warnings.catch_warnings():
+    with parallel_config(backend="{backend}"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        search.fit(X, Z[:, 0])
+        search.fit(X, y)
     print("fitted", len(acc.history))
 except Exception as exc:
     print(type(exc).__name__, len(acc.history), "defined in __main__" in str(exc))
 """
+
+
+def _search_in_main(definitions, estimator, backend, prefix=""):
+    """Run a search with n_jobs=2 in ``python -c`` (a __main__ without a file, as
+    a notebook's); its printed outcome, and the number of charges."""
+    import subprocess
+    import sys
+
+    script = _SEARCH_IN_MAIN.format(definitions=definitions, estimator=estimator,
+                                    backend=backend, prefix=prefix)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    return out.stdout.split() or [out.stderr[-2000:]]
 
 
 def test_objects_of_a_main_class_in_an_array_are_refused_before_the_charge_on_loky():
@@ -364,12 +372,18 @@ def test_objects_of_a_main_class_in_an_array_are_refused_before_the_charge_on_lo
     __main__ (a notebook) cannot be loaded in the worker.  cloudpickle (the
     earlier check) copies such a class by value and passed it, and the search
     failed after the charge (BrokenProcessPool; adversarial check)."""
-    import subprocess
-    import sys
+    definitions = """
+class Value:
+    def __init__(self, v):
+        self.v = v
+    def __float__(self):
+        return float(self.v)
 
-    out = subprocess.run([sys.executable, "-c", _MAIN_CLASS_SCRIPT], capture_output=True,
-                         text=True, timeout=300)
-    assert out.stdout.split() == ["TypeError", "0", "True"], out.stdout + out.stderr[-2000:]
+Z = np.random.default_rng(0).normal(size=(60, 2))
+X, y = pd.DataFrame({"a": [Value(v) for v in Z[:, 0]], "b": Z[:, 1]}), Z[:, 0]
+"""
+    assert _search_in_main(definitions, "DPLinearRegression()", "loky") == [
+        "TypeError", "0", "True"]
 
 
 class _Labelled:
@@ -456,43 +470,20 @@ def test_multiprocessing_workers_that_cannot_import_main_are_checked(monkeypatch
         check([Stepping()])
 
 
-_FORKSERVER_SCRIPT = """
-import multiprocessing, warnings
-import numpy as np
-from joblib import parallel_config
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import FunctionTransformer
-from dp_glm_sklearn import DPGridSearchCV, DPLinearRegression, PrivacyAccountant
-
-def halve(Z):  # defined in __main__, which has no file here (python -c)
-    return Z * 0.5
-
-multiprocessing.set_start_method("forkserver")
-rng = np.random.default_rng(0)
-X = rng.normal(size=(60, 2))
-acc = PrivacyAccountant(epsilon=10.0, delta=1e-3)
-search = DPGridSearchCV(make_pipeline(FunctionTransformer(halve), DPLinearRegression()),
-                        {"dplinearregression__norm_bound": [1.0, 2.0]}, epsilon=1.0,
-                        n_jobs=2, accountant=acc, random_state=0)
-try:
-    with parallel_config(backend="multiprocessing"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        search.fit(X, X[:, 0])
-    print("fitted", len(acc.history))
-except TypeError as exc:
-    print("TypeError", len(acc.history))
-"""
-
-
 def test_a_notebook_function_with_forkserver_workers_is_refused_before_the_charge():
     """Python 3.14's default start method on Linux: the search hung after the
     charge (joblib's pool waits for workers that cannot unpickle the task)."""
-    import subprocess
-    import sys
+    definitions = """
+def halve(Z):
+    return Z * 0.5
 
-    out = subprocess.run([sys.executable, "-c", _FORKSERVER_SCRIPT], capture_output=True,
-                         text=True, timeout=120)
-    assert out.stdout.split() == ["TypeError", "0"], out.stdout + out.stderr[-2000:]
+multiprocessing.set_start_method("forkserver")
+X = np.random.default_rng(0).normal(size=(60, 2))
+y = X[:, 0]
+"""
+    estimator = "make_pipeline(FunctionTransformer(halve), DPLinearRegression())"
+    assert _search_in_main(definitions, estimator, "multiprocessing",
+                           prefix="dplinearregression__") == ["TypeError", "0", "True"]
 
 
 def test_the_pickling_check_skips_arrays_of_numbers(monkeypatch):
@@ -567,15 +558,7 @@ def test_a_head_fitted_on_all_rows_must_pickle_for_the_refit(clf_data, refit):
     search = DPGridSearchCV(Pipeline([("step", _KeepsALockOnAllRows()), ("dp", _clf())]),
                             {"dp__norm_bound": [1.0, 2.0]}, epsilon=1.0, random_state=0,
                             accountant=acc, n_jobs=2, refit=refit)
-    with warnings.catch_warnings(), parallel_config(backend="loky"):
-        warnings.simplefilter("ignore", PrivacyLeakWarning)
-        if refit:
-            with pytest.raises(TypeError, match="fitted on the data, cannot be pickled"):
-                search.fit(X, y)
-            assert acc.history == []
-        else:
-            search.fit(X, y)
-            assert len(acc.history) == 1
+    _fit_by_workers(search, X, y, refit, "fitted on the data, cannot be pickled")
 
 
 def test_pandas_input_to_worker_processes():
