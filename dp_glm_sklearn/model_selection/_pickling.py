@@ -33,7 +33,6 @@ import sys
 
 import numpy as np
 from joblib import effective_n_jobs
-from joblib._parallel_backends import LokyBackend
 from joblib.parallel import get_active_backend
 
 try:  # what loky pickles tasks with: joblib vendored it before 1.5, then required it
@@ -139,7 +138,8 @@ def worker_pickling_check(n_jobs):
         return None
     if type(backend).__name__ == "MultiprocessingBackend":  # exactly: not a subclass
         checker = _StandardCheck if _workers_know_main() else _ImportableCheck
-    elif isinstance(backend, LokyBackend):
+    elif any(cls.__name__ == "LokyBackend" for cls in type(backend).__mro__):
+        # (By name: joblib's backend classes live in a private module.)
         # (LOKY_PICKLER=pickle: the standard pickle for the tasks too.)
         checker = _ImportableCheck if get_loky_pickler_name() == "pickle" else _LokyCheck
     else:
