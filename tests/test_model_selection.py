@@ -279,12 +279,15 @@ def _fit_by_workers(search, X, y, refused, match, backend="loky"):
     ("loky_subclass", "lambda", False),  # not refused by a guess at how it pickles
 ])
 def test_what_worker_processes_cannot_pickle_is_refused_before_the_charge(clf_data, backend,
-                                                                          step, refused):
-    from joblib import register_parallel_backend
+                                                                          step, refused,
+                                                                          monkeypatch):
+    import joblib.parallel
     from joblib._parallel_backends import LokyBackend
     from sklearn.preprocessing import FunctionTransformer
 
-    register_parallel_backend("loky_subclass", type("LokySubclass", (LokyBackend,), {}))
+    # (joblib's registry of backends, restored after the test)
+    monkeypatch.setitem(joblib.parallel.BACKENDS, "loky_subclass",
+                        type("LokySubclass", (LokyBackend,), {}))
 
     steps = {"lambda": FunctionTransformer(lambda Z: Z * 0.5), "lock": _KeepsALock()}
     acc = PrivacyAccountant(epsilon=10.0, delta=1e-3)

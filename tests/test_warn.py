@@ -28,14 +28,14 @@ def test_silenced_sections_in_threads_may_end_in_any_order():
     def section_a():
         with silenced():
             a_in.set()
-            b_in.wait(10)
+            seen["a saw b enter"] = b_in.wait(30)
         a_out.set()
 
     def section_b():
-        a_in.wait(10)
+        seen["b saw a enter"] = a_in.wait(30)
         with silenced():
             b_in.set()
-            a_out.wait(10)
+            seen["b saw a leave"] = a_out.wait(30)
             seen["inside"] = list(warnings.filters[:1])
             with warnings.catch_warnings(record=True) as caught:
                 warnings.warn("from a private record", stacklevel=1)
@@ -49,7 +49,10 @@ def test_silenced_sections_in_threads_may_end_in_any_order():
         for t in threads:
             t.start()
         for t in threads:
-            t.join(20)
+            t.join(60)
+        assert not any(t.is_alive() for t in threads)
+        # The interleaving under test happened (A in, B in, A out, B out):
+        assert seen["b saw a enter"] and seen["a saw b enter"] and seen["b saw a leave"]
         assert b_checked.is_set()
         assert seen["inside"][0][0] == "ignore"  # B still silenced after A ended
         assert seen["caught_inside"] == 0

@@ -51,12 +51,12 @@ def test_round_trips(epsilon, delta):
     assert gdp_mu(gdp_epsilon(mu, delta), delta) == pytest.approx(mu, rel=1e-9)
 
 
-def test_rounding_errs_on_the_safe_side_only():
+def test_rounding_errs_on_the_safe_side_only(monkeypatch):
     # A fit at epsilon must not report privacy_spent_ = epsilon + 1e-15, and
     # float error must not calibrate mu above the exact root.  With plain
     # roots, 469 of 1200 round trips on this grid came back above epsilon.
     # The price: mu is below the exact root by at most 1e-8 relative in delta.
-    mpmath.mp.dps = 40
+    monkeypatch.setattr(mpmath.mp, "dps", 40)  # restored after the test
     for epsilon in np.concatenate([np.linspace(0.01, 20.0, 200), np.logspace(-3, 2, 40)]):
         for delta in (1e-12, 1e-7, 1e-5, 1e-3, 0.5):
             mu = gdp_mu(epsilon, delta)
@@ -67,9 +67,9 @@ def test_rounding_errs_on_the_safe_side_only():
 
 
 @pytest.mark.parametrize("epsilon, mu", [(30.0, 2.0), (60.0, 3.0), (5.0, 0.5)])
-def test_delta_is_accurate_where_it_is_tiny(epsilon, mu):
+def test_delta_is_accurate_where_it_is_tiny(epsilon, mu, monkeypatch):
     # The naive difference of two CDFs cancels to 0 or garbage here.
-    mpmath.mp.dps = 60
+    monkeypatch.setattr(mpmath.mp, "dps", 60)  # restored after the test
     a = mpmath.mpf(-epsilon) / mu + mpmath.mpf(mu) / 2
     exact = mpmath.ncdf(a) - mpmath.exp(epsilon) * mpmath.ncdf(a - mu)
     assert 0 < exact < 1e-10
@@ -197,11 +197,11 @@ def test_round_trip_property(epsilon, log10_delta):
     assert gdp_epsilon(gdp_mu(epsilon, delta), delta) == pytest.approx(epsilon, rel=1e-8)
 
 
-def test_tiny_epsilon_and_delta_stay_on_the_safe_side():
+def test_tiny_epsilon_and_delta_stay_on_the_safe_side(monkeypatch):
     # Where rounding made the ratio exp(eps) Phi(a - mu) / Phi(a) come out as 1,
     # delta was taken as 0: gdp_mu(1e-12, 1e-50) returned a mu whose true
     # delta was 1.7e19 times the target, and gdp_epsilon under-reported.
-    mpmath.mp.dps = 120
+    monkeypatch.setattr(mpmath.mp, "dps", 120)  # restored after the test
 
     def exact_delta(epsilon, mu):
         e, m = mpmath.mpf(epsilon), mpmath.mpf(mu)

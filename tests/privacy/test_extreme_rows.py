@@ -208,8 +208,9 @@ def _wrappers(name):
     grid = {"norm_bound": [1.0, 4.0]}
     scorings = [None, "loss"] if cls is DPLogisticRegression else [
         None, "loss", "neg_mean_squared_error"]
-    # Each with its own accountant: a random-stopping event left in the
-    # process-wide default ledger makes every later fit compose by PLD (slow).
+    # An accountant of the test's own (shared by its wrappers): a random-stopping
+    # event left in the process-wide default ledger makes every later fit
+    # compose by PLD (slow).
     kw = dict(epsilon=1.0, random_state=0, accountant=PrivacyAccountant())
     wrappers = [DPGridSearchCV(base, grid, scoring=s, **kw) for s in scorings]
     wrappers += [
