@@ -483,8 +483,8 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
 
     def _check_picklable(self, slot, candidates, dumps):
         """Raise, before the charge, if worker processes could not receive the fits
-        pickled by ``dumps`` (:meth:`_worker_dumps`; None: no worker processes):
-        one that could not failed after the charge."""
+        pickled by ``dumps`` (:func:`._pickling.worker_pickling_check`; None: no
+        worker processes): one that could not failed after the charge."""
         if dumps is None:
             return
         estimator = clone(self.estimator).set_params(**{slot.key("accountant"): None})
