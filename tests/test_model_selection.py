@@ -439,38 +439,72 @@ def test_data_worker_processes_cannot_receive_beyond_its_values(backend, where):
     assert acc.history == []
 
 
-@pytest.mark.parametrize("method, main_file, refused", [
-    ("fork", False, False),  # the workers are copies of this process
-    ("spawn", True, False),  # they import __main__ again from its file
-    ("forkserver", False, True),  # a notebook (Linux's default from Python 3.14)
-    ("spawn", False, True),
+@pytest.mark.parametrize("method, main, refused", [
+    ("fork", None, None),  # the workers are copies of this process
+    ("spawn", "top", None),  # they run __main__'s file again...
+    ("spawn", "guarded", "NotImportableError"),  # ... without its __main__ block
+    ("forkserver", "package", "NotImportableError"),  # a package's __main__.py: nothing
+    ("forkserver", None, "NotImportableError"),  # a notebook (Linux's default from 3.14)
+    ("spawn", "missing", "WorkersCannotStartError"),  # python - < script.py
 ])
-def test_multiprocessing_workers_that_cannot_import_main_are_checked(monkeypatch, method,
-                                                                    main_file, refused):
-    """Started by spawn or forkserver from a __main__ without a file (a notebook,
-    python -c), multiprocessing's workers cannot load anything of __main__,
-    which the standard pickle sends by reference: joblib's pool then hung
-    after the charge."""
+def test_multiprocessing_workers_that_cannot_find_main_names_are_checked(
+        monkeypatch, tmp_path, method, main, refused):
+    """Started by spawn or forkserver, multiprocessing's workers have the names
+    of __main__ that a run of its file as __mp_main__ binds, and none from a
+    notebook, python -c or a package's __main__.py; the standard pickle
+    sends them by reference, and joblib's pool hung after the charge on one
+    they could not find (adversarial checks)."""
     import multiprocessing
     import sys
+    import types
 
     from dp_glm_sklearn.model_selection import _pickling
 
-    main = sys.modules["__main__"]
-    Stepping = type("Stepping", (), {"__module__": "__main__"})
-    monkeypatch.setattr(main, "Stepping", Stepping, raising=False)
-    if main_file:
-        monkeypatch.setattr(main, "__file__", "script.py", raising=False)
-    else:
-        monkeypatch.delattr(main, "__file__", raising=False)
+    script = tmp_path / "script.py"
+    script.write_text("import numpy as np\n\nclass Stepping:\n    pass\n" if main == "top"
+                      else "if __name__ == '__main__':\n    class Stepping:\n        pass\n")
+    fake = types.ModuleType("__main__")
+    fake.Stepping = type("Stepping", (), {"__module__": "__main__"})
+    fake.__spec__ = types.SimpleNamespace(name="pkg.__main__") if main == "package" else None
+    if main in ("top", "guarded", "missing", "package"):  # (a package's has a file too)
+        fake.__file__ = str(script if main != "missing" else tmp_path / "<stdin>")
+    monkeypatch.setitem(sys.modules, "__main__", fake)
     monkeypatch.setattr(multiprocessing, "get_start_method", lambda allow_none=False: method)
     with parallel_config(backend="multiprocessing"):
         check = _pickling.worker_pickling_check(2)
-    if refused:
-        with pytest.raises(_pickling.NotImportableError):
-            check([Stepping()])
+    if refused is None:
+        check([fake.Stepping(), np.zeros(3)])
     else:
-        check([Stepping()])
+        with pytest.raises(getattr(_pickling, refused)):
+            check([fake.Stepping()])
+
+
+def test_the_pickling_check_follows_joblibs_start_method_and_fixes_none(monkeypatch):
+    """joblib's JOBLIB_START_METHOD (its DEFAULT_MP_CONTEXT) comes before
+    multiprocessing's own method; and the check does not fix multiprocessing's
+    default context (a later set_start_method must still work)."""
+    import multiprocessing
+    import sys
+    import types
+
+    import joblib.parallel
+
+    from dp_glm_sklearn.model_selection import _pickling
+
+    before = multiprocessing.get_start_method(allow_none=True)
+    fake = types.ModuleType("__main__")  # a notebook's: no file
+    fake.Stepping = type("Stepping", (), {"__module__": "__main__"})
+    monkeypatch.setitem(sys.modules, "__main__", fake)
+    with parallel_config(backend="multiprocessing"):
+        _pickling.worker_pickling_check(2)([np.zeros(3)])
+        assert multiprocessing.get_start_method(allow_none=True) == before
+        monkeypatch.setattr(joblib.parallel, "DEFAULT_MP_CONTEXT",
+                            multiprocessing.get_context("spawn"))
+        with pytest.raises(_pickling.NotImportableError):
+            _pickling.worker_pickling_check(2)([fake.Stepping()])
+        monkeypatch.setattr(joblib.parallel, "DEFAULT_MP_CONTEXT",
+                            multiprocessing.get_context("fork"))
+        _pickling.worker_pickling_check(2)([fake.Stepping()])
 
 
 def test_a_notebook_function_with_forkserver_workers_is_refused_before_the_charge():

@@ -18,19 +18,25 @@ How joblib's backends pickle:
 - multiprocessing: the standard pickle throughout; workers started by
   ``fork`` (Linux's default before Python 3.14) know the parent's
   ``__main__``, those started by ``spawn`` or ``forkserver`` (macOS's and
-  Windows' default, and Linux's from Python 3.14) import it again from its
-  file, and know nothing of it when it has none (a notebook, ``python -c``):
-  then nothing of ``__main__`` can be sent (joblib's pool hung on it);
+  Windows' default, and Linux's from Python 3.14) run its file again
+  without its ``if __name__ == "__main__":`` block, and know nothing of it
+  when it has none (a notebook, ``python -c``) or is a package's
+  ``__main__.py``: a name they cannot find made joblib's pool hang, and a
+  file that does not exist (a script read from standard input) kills every
+  worker;
 - others (dask's, Ray's): cloudpickle.
 
 Arrays of numbers always pickle; they are skipped, so that large data are
 not copied for the check.
 """
 
+import ast
 import multiprocessing
+import os
 import pickle
 import sys
 
+import joblib.parallel
 import numpy as np
 from joblib import effective_n_jobs
 from joblib.parallel import get_active_backend
@@ -54,6 +60,10 @@ class NotImportableError(pickle.PicklingError):
     """A class or function a fresh worker process cannot import, pickled by reference."""
 
 
+class WorkersCannotStartError(pickle.PicklingError):
+    """Workers that would run ``__main__``'s file again, which does not exist."""
+
+
 class _Discard:
     """A file that keeps nothing: the check needs the pickling, not the bytes."""
 
@@ -67,26 +77,25 @@ def _numbers(obj):
     return type(obj) in (np.ndarray, np.memmap) and not obj.dtype.hasobject
 
 
-class _StandardCheck(pickle.Pickler):
-    """The standard pickle, arrays of numbers skipped."""
-
-    def reducer_override(self, obj):
-        return _NOTHING if _numbers(obj) else NotImplemented
-
-
 class _ImportableCheck(pickle.Pickler):
-    """The standard pickle, refusing classes and functions of ``__main__`` or of a
-    function's scope, which a fresh process cannot import."""
+    """The standard pickle, refusing classes and functions of a function's scope,
+    and those of ``__main__`` whose name is not among ``main_names`` (the
+    names a worker's ``__main__`` has; None: all of the parent's)."""
+
+    main_names = frozenset()
 
     def reducer_override(self, obj):
         if _numbers(obj):
             return _NOTHING
         if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__"):
             module = getattr(obj, "__module__", None)
-            if module == "__main__" or "<locals>" in getattr(obj, "__qualname__", ""):
+            qualname = getattr(obj, "__qualname__", "")
+            if "<locals>" in qualname or module == "__main__" and (
+                    self.main_names is not None
+                    and qualname.split(".")[0] not in self.main_names):
                 raise NotImportableError(
-                    f"{obj.__qualname__} is defined in {module}, which a worker process "
-                    "cannot import")
+                    f"{qualname} is defined in {module}, where a worker process cannot "
+                    "find it")
         return NotImplemented
 
 
@@ -109,23 +118,97 @@ class _LokyCheck(cloudpickle.Pickler):
         return super().reducer_override(obj)
 
 
-def _workers_know_main():
-    """Whether multiprocessing's workers can resolve the parent's ``__main__`` names:
-    forked, or started afresh with a ``__main__`` file to import.  (Names
-    defined under ``if __name__ == "__main__":`` are not checked.)"""
-    method = (multiprocessing.get_start_method(allow_none=True)
-              or multiprocessing.get_all_start_methods()[0])  # (the first is the default)
-    return method == "fork" or getattr(sys.modules.get("__main__"), "__file__", None) is not None
+def _start_method():
+    """How joblib's multiprocessing backend starts its workers (without fixing
+    multiprocessing's default context): joblib's own ``JOBLIB_START_METHOD``,
+    else multiprocessing's method, else its default (listed first)."""
+    context = getattr(joblib.parallel, "DEFAULT_MP_CONTEXT", None)
+    if context is not None:
+        return context.get_start_method()
+    return (multiprocessing.get_start_method(allow_none=True)
+            or multiprocessing.get_all_start_methods()[0])
+
+
+def _main_names_in_workers():
+    """The names of the parent's ``__main__`` that multiprocessing's workers have:
+    None for all of them (forked workers), else a set, as
+    ``multiprocessing.spawn`` prepares them: a module or file ``__main__`` is
+    run again as ``__mp_main__``, without its ``if __name__ == "__main__":``
+    block; a package's ``__main__.py``, a notebook or ``python -c`` give
+    nothing.  Raises :class:`WorkersCannotStartError` if the file to run
+    does not exist (a script read from standard input)."""
+    if _start_method() == "fork":
+        return None
+    main = sys.modules.get("__main__")
+    name = getattr(getattr(main, "__spec__", None), "name", None)
+    path = getattr(main, "__file__", None)
+    if name is not None and (name == "__main__" or name.endswith(".__main__")):
+        return frozenset()
+    if path is None or name is None and os.path.splitext(os.path.basename(path))[0] == "ipython":
+        return frozenset()
+    if name is None and not os.path.isfile(path):
+        raise WorkersCannotStartError(f"__main__'s file {path!r} does not exist")
+    return _top_level_names(path)
+
+
+def _is_main_guard(test):
+    """Whether an ``if`` test is ``__name__ == "__main__"`` (either way round)."""
+    return (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], ast.Eq)
+            and {ast.dump(test.left), ast.dump(test.comparators[0])}
+            == {ast.dump(ast.Name("__name__", ast.Load())), ast.dump(ast.Constant("__main__"))})
+
+
+def _top_level_names(path):
+    """Names a run of the file at ``path`` as ``__mp_main__`` binds at its top level
+    (outside ``if __name__ == "__main__":``); None if that cannot be told (a
+    file that does not parse, a ``from ... import *``): then all of them."""
+    try:
+        with open(path, "rb") as file:
+            tree = ast.parse(file.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    names = set()
+
+    def bind(target):
+        for node in ast.walk(target):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+
+    def visit(statements):
+        for node in statements:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names.update((alias.asname or alias.name).split(".")[0]
+                             for alias in node.names)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+                for target in getattr(node, "targets", [getattr(node, "target", None)]):
+                    bind(target)
+            elif isinstance(node, ast.If):
+                visit(node.orelse if _is_main_guard(node.test) else node.body + node.orelse)
+            elif isinstance(node, (ast.For, ast.While, ast.With, ast.Try)):
+                if isinstance(node, ast.For):
+                    bind(node.target)
+                visit(node.body + getattr(node, "orelse", []) + getattr(node, "finalbody", [])
+                      + [child for handler in getattr(node, "handlers", [])
+                         for child in handler.body])
+
+    visit(tree.body)
+    return None if "*" in names else frozenset(names)
 
 
 def pickling_failure(exc):
     """What a failed check says, without its message (which may quote a value)."""
+    if isinstance(exc, WorkersCannotStartError):
+        return (f"{exc}: workers started by spawn or forkserver run it again; run the "
+                "script from a file")
     if isinstance(exc, NotImportableError):
         return ("a class or function defined in __main__ (a notebook or a script) or in a "
-                "function, which the workers would load by reference and cannot import "
+                "function, which the workers would load by reference and cannot find "
                 "(loky: an object inside a numpy array or a pandas column or index; "
-                "multiprocessing started by spawn or forkserver from a notebook: anything); "
-                "define it in a module")
+                "multiprocessing started by spawn or forkserver: anything defined in a "
+                "notebook, or under if __name__ == '__main__':); define it in a module")
     return type(exc).__name__
 
 
@@ -137,7 +220,16 @@ def worker_pickling_check(n_jobs):
     if getattr(backend, "supports_sharedmem", False) or effective_n_jobs(n_jobs) <= 1:
         return None
     if type(backend).__name__ == "MultiprocessingBackend":  # exactly: not a subclass
-        checker = _StandardCheck if _workers_know_main() else _ImportableCheck
+        try:
+            main_names = _main_names_in_workers()
+        except WorkersCannotStartError as exc:
+            error = exc
+
+            def refuse(obj):
+                raise error
+
+            return refuse
+        checker = type("_MainCheck", (_ImportableCheck,), {"main_names": main_names})
     elif any(cls.__name__ == "LokyBackend" for cls in type(backend).__mro__):
         # (By name: joblib's backend classes live in a private module.)
         # (LOKY_PICKLER=pickle: the standard pickle for the tasks too.)
