@@ -479,6 +479,59 @@ def test_multiprocessing_workers_that_cannot_find_main_names_are_checked(
             check([fake.Stepping()])
 
 
+_MAIN_FILE = """
+import numpy as np, os.path
+from sklearn import pipeline as pl
+a = b = 1
+c: int = 2
+(d := 3)
+for e in range(2): pass
+with open(__file__) as f: g = 1
+try:
+    h = 1
+except Exception as err:
+    i = 1
+finally:
+    j = 1
+match a:
+    case 1:
+        k = 1
+    case _:
+        def l(): pass
+if True:
+    class M: pass
+else:
+    n = 1
+def fun():
+    z = 1
+    (w := 2)
+class C:
+    q = 1
+if __name__ == "__main__":
+    def guarded(): pass
+    G = 1
+else:
+    o = 1
+if "__main__" == __name__:
+    other = 1
+"""
+
+
+def test_the_names_a_spawned_worker_finds_in_main(tmp_path):
+    """What a run of __main__'s file as __mp_main__ binds at its top level, and
+    not what its __main__ block or a function's body binds; a star import or
+    a file that does not parse: unknown (None, all names accepted)."""
+    from dp_glm_sklearn.model_selection._pickling import _top_level_names
+
+    path = tmp_path / "script.py"
+    path.write_text(_MAIN_FILE)
+    assert _top_level_names(path) == set("abcdefghijkln") | {
+        "np", "os", "pl", "err", "M", "fun", "C", "o"}
+    for text in ("from os import *\n", "def (:\n"):
+        path.write_text(text)
+        assert _top_level_names(path) is None
+
+
 def test_the_pickling_check_follows_joblibs_start_method_and_fixes_none(monkeypatch):
     """joblib's JOBLIB_START_METHOD (its DEFAULT_MP_CONTEXT) comes before
     multiprocessing's own method; and the check does not fix multiprocessing's

@@ -179,7 +179,11 @@ def _top_level_names(path):
         for node in statements:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 names.add(node.name)
-            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            for expression in ast.walk(node):  # (name := ...) binds at the top level
+                if isinstance(expression, ast.NamedExpr):
+                    bind(expression.target)
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
                 names.update((alias.asname or alias.name).split(".")[0]
                              for alias in node.names)
             elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
@@ -187,9 +191,16 @@ def _top_level_names(path):
                     bind(target)
             elif isinstance(node, ast.If):
                 visit(node.orelse if _is_main_guard(node.test) else node.body + node.orelse)
+            elif type(node).__name__ == "Match":  # (ast.Match: Python 3.10)
+                visit([child for case in node.cases for child in case.body])
             elif isinstance(node, (ast.For, ast.While, ast.With, ast.Try)):
                 if isinstance(node, ast.For):
                     bind(node.target)
+                for item in getattr(node, "items", []):  # with ... as name
+                    if item.optional_vars is not None:
+                        bind(item.optional_vars)
+                names.update(handler.name for handler in getattr(node, "handlers", [])
+                             if handler.name)  # except ... as name
                 visit(node.body + getattr(node, "orelse", []) + getattr(node, "finalbody", [])
                       + [child for handler in getattr(node, "handlers", [])
                          for child in handler.body])
