@@ -527,6 +527,14 @@ def test_the_names_a_spawned_worker_finds_in_main(tmp_path):
     path.write_text(_MAIN_FILE)
     assert _top_level_names(path) == set("abcdefghijkln") | {
         "np", "os", "pl", "err", "M", "fun", "C", "o"}
+    # Fail closed (adversarial check): rebound in the __main__ block (the parent's
+    # object is the block's), deleted, or under any other test of __name__.
+    path.write_text(
+        "def f(): pass\ng = f\nr = 1\ndel r\n"
+        "if __name__ != '__main__':\n    kept = 1\nelse:\n    gone = 1\n"
+        "if __name__ == '__main__' and True:\n    odd = 1\n"
+        "if __name__ == '__main__':\n    def f(): pass\n    (w := 1)\n")
+    assert _top_level_names(path) == {"g", "kept"}
     for text in ("from os import *\n", "def (:\n"):
         path.write_text(text)
         assert _top_level_names(path) is None

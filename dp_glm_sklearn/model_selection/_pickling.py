@@ -142,6 +142,10 @@ def _main_names_in_workers():
     main = sys.modules.get("__main__")
     name = getattr(getattr(main, "__spec__", None), "name", None)
     path = getattr(main, "__file__", None)
+    if path is not None and not os.path.isabs(path):
+        # (As multiprocessing.spawn: from the directory the program started in.)
+        start = getattr(multiprocessing.process, "ORIGINAL_DIR", None) or os.getcwd()
+        path = os.path.join(start, path)
     if name is not None and (name == "__main__" or name.endswith(".__main__")):
         return frozenset()
     if path is None or name is None and os.path.splitext(os.path.basename(path))[0] == "ipython":
@@ -151,36 +155,52 @@ def _main_names_in_workers():
     return _top_level_names(path)
 
 
-def _is_main_guard(test):
-    """Whether an ``if`` test is ``__name__ == "__main__"`` (either way round)."""
-    return (isinstance(test, ast.Compare) and len(test.ops) == 1
-            and isinstance(test.ops[0], ast.Eq)
-            and {ast.dump(test.left), ast.dump(test.comparators[0])}
-            == {ast.dump(ast.Name("__name__", ast.Load())), ast.dump(ast.Constant("__main__"))})
+def _mentions_name(test):
+    """Whether an ``if`` test reads ``__name__``."""
+    return any(isinstance(node, ast.Name) and node.id == "__name__" for node in ast.walk(test))
+
+
+def _guard(test):
+    """``"main"`` for ``__name__ == "__main__"``, ``"not main"`` for ``!=`` (either
+    way round), None for any other test."""
+    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
+            and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
+        return None
+    sides = {ast.dump(test.left), ast.dump(test.comparators[0])}
+    if sides != {ast.dump(ast.Name("__name__", ast.Load())), ast.dump(ast.Constant("__main__"))}:
+        return None
+    return "main" if isinstance(test.ops[0], ast.Eq) else "not main"
 
 
 def _top_level_names(path):
-    """Names a run of the file at ``path`` as ``__mp_main__`` binds at its top level
-    (outside ``if __name__ == "__main__":``); None if that cannot be told (a
-    file that does not parse, a ``from ... import *``): then all of them."""
+    """Names a run of the file at ``path`` as ``__mp_main__`` surely binds at its top
+    level to the object the parent has, or None if that cannot be told (a
+    file that does not parse, a ``from ... import *``: then all names).
+
+    Fails closed: not counted are names bound only under ``if __name__ ==
+    "__main__":`` or another test that reads ``__name__``, names bound there
+    too (the parent's object may be the block's, the worker's is the top
+    level's), names deleted, and names bound by ``exec``, ``globals()`` or
+    ``global`` (refused, though a worker may have them).
+    """
     try:
         with open(path, "rb") as file:
             tree = ast.parse(file.read())
     except (OSError, SyntaxError, ValueError):
         return None
-    names = set()
 
-    def bind(target):
-        for node in ast.walk(target):
-            if isinstance(node, ast.Name):
-                names.add(node.id)
+    def bound(statements):
+        """Names the statements bind (any branch), and those they delete."""
+        names, deleted = set(), set()
 
-    def visit(statements):
+        def bind(target):
+            names.update(node.id for node in ast.walk(target) if isinstance(node, ast.Name))
+
         for node in statements:
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
                 names.add(node.name)
                 continue
-            for expression in ast.walk(node):  # (name := ...) binds at the top level
+            for expression in ast.walk(node):  # (name := ...), also in a block's tests
                 if isinstance(expression, ast.NamedExpr):
                     bind(expression.target)
             if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -189,24 +209,45 @@ def _top_level_names(path):
             elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
                 for target in getattr(node, "targets", [getattr(node, "target", None)]):
                     bind(target)
-            elif isinstance(node, ast.If):
-                visit(node.orelse if _is_main_guard(node.test) else node.body + node.orelse)
-            elif type(node).__name__ == "Match":  # (ast.Match: Python 3.10)
-                visit([child for case in node.cases for child in case.body])
-            elif isinstance(node, (ast.For, ast.While, ast.With, ast.Try)):
-                if isinstance(node, ast.For):
-                    bind(node.target)
-                for item in getattr(node, "items", []):  # with ... as name
-                    if item.optional_vars is not None:
-                        bind(item.optional_vars)
-                names.update(handler.name for handler in getattr(node, "handlers", [])
-                             if handler.name)  # except ... as name
-                visit(node.body + getattr(node, "orelse", []) + getattr(node, "finalbody", [])
-                      + [child for handler in getattr(node, "handlers", [])
-                         for child in handler.body])
+            elif isinstance(node, ast.Delete):
+                for target in node.targets:
+                    deleted.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+            elif isinstance(node, ast.For):
+                bind(node.target)
+            for item in getattr(node, "items", []):  # with ... as name
+                if item.optional_vars is not None:
+                    bind(item.optional_vars)
+            names.update(handler.name for handler in getattr(node, "handlers", [])
+                         if handler.name)  # except ... as name
+            blocks = [getattr(node, field, []) for field in ("body", "orelse", "finalbody")]
+            blocks += [handler.body for handler in getattr(node, "handlers", [])]
+            blocks += [case.body for case in getattr(node, "cases", [])]  # match
+            for block in blocks:
+                if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                    inner, gone = bound(block)
+                    names |= inner
+                    deleted |= gone
+        return names, deleted
 
-    visit(tree.body)
-    return None if "*" in names else frozenset(names)
+    names, unsure = set(), set()
+    for node in tree.body:
+        if isinstance(node, ast.If) and _mentions_name(node.test):
+            # The workers run one branch, the parent maybe the other: the
+            # names of the branch the workers run count, unless also bound
+            # in the other; every other test reading __name__: none.
+            kind = _guard(node.test)
+            run = {"main": node.orelse, "not main": node.body}.get(kind, [])
+            skipped = node.body if kind == "main" else node.orelse if kind else (
+                node.body + node.orelse)
+            names |= bound(run)[0]
+            unsure |= bound(skipped)[0] | bound(run)[1] | bound(skipped)[1]
+        else:
+            inner, gone = bound([node])
+            names |= inner
+            unsure |= gone
+    if "*" in names:
+        return None
+    return frozenset(names - unsure)
 
 
 def pickling_failure(exc):
