@@ -481,41 +481,23 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         _check_release(accountant, events, float(self.epsilon), delta)
         return accountant
 
-    def _check_picklable(self, slot, candidates, dumps):
-        """Raise, before the charge, if worker processes could not receive the fits
-        pickled by ``dumps`` (:func:`._pickling.worker_pickling_check`; None: no
-        worker processes): one that could not failed after the charge."""
-        if dumps is None:
-            return
-        estimator = clone(self.estimator).set_params(**{slot.key("accountant"): None})
-        try:
-            dumps((estimator, list(candidates)))
-        except Exception as exc:
-            raise TypeError(
-                f"{type(self).__name__} with n_jobs={self.n_jobs!r} fits its candidates in "
-                f"worker processes ({type(get_active_backend()[0]).__name__}), which receive "
-                "the estimator "
-                f"and the candidates' parameters pickled; pickling them failed "
-                f"({pickling_failure(exc)}). Nothing was charged. Make them picklable, or use "
-                "n_jobs=1 or joblib's threading backend.") from None
-
-    def _check_data_picklable(self, X, y, dumps):
-        """Raise, before the charge, if worker processes could not receive the data
-        pickled by ``dumps`` (records holding, say, a lock in an object array,
-        or a pandas index of them, failed after the charge).  Arrays of
-        numbers are skipped (:mod:`._pickling`)."""
-        if dumps is None:
-            return
-        for name, data in (("X", X), ("y", y)):
+    def _check_workers_receive(self, dumps, sent):
+        """Raise, before the charge, if worker processes could not receive what
+        ``sent`` lists, ``(what, called, obj)``, pickled by ``dumps``
+        (:func:`._pickling.worker_pickling_check`): one that could not failed
+        after the charge (an estimator that does not pickle, records holding a
+        lock in an object array or a pandas index).  Arrays of numbers are
+        skipped (:mod:`._pickling`)."""
+        for what, called, obj in sent:
             try:
-                dumps(data)
+                dumps(obj)
             except Exception as exc:
                 raise TypeError(
                     f"{type(self).__name__} with n_jobs={self.n_jobs!r} fits its candidates "
                     f"in worker processes ({type(get_active_backend()[0]).__name__}), which "
-                    f"receive the training data pickled; pickling {name} failed "
-                    f"({pickling_failure(exc)}). Nothing was charged. Use n_jobs=1 or joblib's "
-                    "threading backend.") from None
+                    f"receive {what} pickled; pickling {called} failed "
+                    f"({pickling_failure(exc)}). Nothing was charged. Make {called} "
+                    "picklable, or use n_jobs=1 or joblib's threading backend.") from None
 
     def _charge(self, accountant, slot, events, source, X, y, candidates, parts, fits, rows):
         """The fit's one charge, made safely; returns :meth:`_prepare`'s ``(X, y, fixed)``
@@ -568,11 +550,17 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         _warn_fitted_preprocessing(self, slot, possible)
         _check_scoring(self.estimator, slot, self._scoring())
         dumps = worker_pickling_check(self.n_jobs)
-        self._check_picklable(slot, itertools.chain(possible, candidates), dumps)
+        if dumps is not None:
+            estimator = clone(self.estimator).set_params(**{slot.key("accountant"): None})
+            self._check_workers_receive(dumps, [(
+                "the estimator and the candidates' parameters", "them",
+                (estimator, list(itertools.chain(possible, candidates))))])
         _n_samples(y, type(self).__name__, what="y")
         X, y = indexable(X, y)
         check_consistent_length(X, y)
-        self._check_data_picklable(X, y, dumps)
+        if dumps is not None:
+            self._check_workers_receive(dumps, [("the training data", "X", X),
+                                                ("the training data", "y", y)])
         if np.ndim(y) != 1:
             # One label per row: a column y broadcast against the predictions
             # made each validation loss an n_val x n_val matrix, in which one
