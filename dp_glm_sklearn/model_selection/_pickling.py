@@ -239,8 +239,10 @@ def _top_level_names(path):
             run = {"main": node.orelse, "not main": node.body}.get(kind, [])
             skipped = node.body if kind == "main" else node.orelse if kind else (
                 node.body + node.orelse)
-            names |= bound(run)[0]
-            unsure |= bound(skipped)[0] | bound(run)[1] | bound(skipped)[1]
+            (run_names, run_deleted), (skipped_names, skipped_deleted) = map(
+                bound, (run, skipped))
+            names |= run_names
+            unsure |= skipped_names | run_deleted | skipped_deleted
         else:
             inner, gone = bound([node])
             names |= inner
