@@ -245,12 +245,17 @@ def _halve_in_place(Z, tag=None):
 
 
 class _KeepsALock(TransformerMixin, BaseEstimator):
-    """A step that pickles unfitted but not fitted."""
+    """A step that pickles unfitted but not fitted on more than ``more_than`` rows."""
+
+    def __init__(self, more_than=0):
+        self.more_than = more_than
 
     def fit(self, X, y=None):
         import threading
 
-        self.lock_ = threading.Lock()
+        self.n_rows_ = len(X)
+        if len(X) > self.more_than:
+            self.lock_ = threading.Lock()
         return self
 
     def transform(self, X):
@@ -630,21 +635,6 @@ def test_workers_copy_read_only_parts_for_preprocessing_steps_only(monkeypatch):
         assert len(copied) == expected
 
 
-class _KeepsALockOnAllRows(TransformerMixin, BaseEstimator):
-    """A step that pickles fitted on a training part, not fitted on all rows."""
-
-    def fit(self, X, y=None):
-        self.n_rows_ = len(X)
-        if len(X) > 40:
-            import threading
-
-            self.lock_ = threading.Lock()
-        return self
-
-    def transform(self, X):
-        return X
-
-
 @pytest.mark.parametrize("refit", [True, False])
 def test_a_head_fitted_on_all_rows_must_pickle_for_the_refit(clf_data, refit):
     """The refit runs in a worker process too: a head that could not come back
@@ -653,7 +643,7 @@ def test_a_head_fitted_on_all_rows_must_pickle_for_the_refit(clf_data, refit):
     X, y = clf_data
     X, y = X[:60], y[:60]
     acc = PrivacyAccountant(epsilon=10.0, delta=1e-3)
-    search = DPGridSearchCV(Pipeline([("step", _KeepsALockOnAllRows()), ("dp", _clf())]),
+    search = DPGridSearchCV(Pipeline([("step", _KeepsALock(more_than=40)), ("dp", _clf())]),
                             {"dp__norm_bound": [1.0, 2.0]}, epsilon=1.0, random_state=0,
                             accountant=acc, n_jobs=2, refit=refit)
     _fit_by_workers(search, X, y, refit, "fitted on the data, cannot be pickled")
