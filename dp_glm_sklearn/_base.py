@@ -100,6 +100,24 @@ def target_privacy(owner, n_samples):
     return epsilon, delta
 
 
+def warn_large_delta(owner, n_samples):
+    """Warn when the ``delta`` of ``owner``'s fit on n samples is not below ``1/n``.
+
+    Called once per fit the user asked for (not for a search's candidates,
+    nor for the search ``norm_bound="auto"`` runs).  n is public: the warning
+    says nothing of the data.
+    """
+    delta = target_privacy(owner, n_samples)[1]
+    if delta * n_samples >= 1.0:
+        warn_user(
+            f"{type(owner).__name__}: delta={delta:.3g} is not below 1/n = "
+            f"{1.0 / n_samples:.3g} (n = {n_samples}): a mechanism publishing one record "
+            "chosen at random, in the clear, meets such a delta. Choose delta well below "
+            "1/n (delta=None is min(1e-5, n**-1.5)).",
+            UserWarning,
+        )
+
+
 def _validate_data_quietly(estimator, *args, **kwargs):
     """``validate_data``, without quoting values of the data in its errors.
 
@@ -110,14 +128,58 @@ def _validate_data_quietly(estimator, *args, **kwargs):
     neighbour.  The check itself is unaffected (a non-finite sum is followed
     by an element-wise check).
     """
+    name = type(estimator).__name__
+    for data, what in zip(args, ("X", "y"), strict=False):  # (predict passes X alone)
+        _refuse_temporal(data, name, what)
     try:
         with np.errstate(all="ignore"):
             return validate_data(estimator, *args, **kwargs)
-    except ValueError as exc:
-        error = _unquoted(exc, type(estimator).__name__)
+    except (ValueError, TypeError) as exc:
+        error = _unquoted(exc, name)
         if error is None:
             raise
     raise error
+
+
+def _temporal(dtype):
+    """Whether ``dtype`` holds dates, times, durations, periods or intervals.
+
+    numpy's and pandas' datetime64/timedelta64 (kind ``M``/``m``), pandas'
+    Period and Interval dtypes, polars' temporal dtypes.
+    """
+    if getattr(dtype, "kind", None) in ("m", "M"):
+        return True
+    if type(dtype).__name__ in ("PeriodDtype", "IntervalDtype"):
+        return True
+    is_temporal = getattr(dtype, "is_temporal", None)  # polars
+    return bool(callable(is_temporal) and is_temporal())
+
+
+def _refuse_temporal(data, name, what):
+    """Refuse dates, durations, periods and intervals in X or y, naming the column.
+
+    scikit-learn converts a datetime column alone to nanoseconds since 1970
+    (about 1.6e18), which clipping to ``feature_norm`` makes a useless
+    feature without a word; mixed with numbers it fails in numpy's words.
+    Column names and dtypes are the data's schema, the same for neighbouring
+    data sets.
+    """
+    dtypes = getattr(data, "dtypes", None)  # a pandas DataFrame
+    if dtypes is not None and hasattr(dtypes, "items"):
+        columns = list(dtypes.items())
+    elif hasattr(data, "schema") and hasattr(data.schema, "items"):  # a polars DataFrame
+        columns = list(data.schema.items())
+    elif hasattr(data, "dtype"):
+        columns = [(getattr(data, "name", None), data.dtype)]
+    else:
+        return
+    for column, dtype in columns:
+        if _temporal(dtype):
+            where = f"column {column!r} of {what}" if column is not None else what
+            raise ValueError(
+                f"{name}: {where} has dtype {dtype}; {what} must hold numbers. Dates, "
+                "durations, periods and intervals are not converted (a date would become "
+                "nanoseconds since 1970): encode them as numbers with public bounds first.")
 
 
 def _unquoted(exc, name):
@@ -143,6 +205,12 @@ def _unquoted(exc, name):
     if message.startswith("could not convert"):
         return ValueError(f"{name}: X and y must be numeric; a value could not be "
                           "converted to float (not shown here: it is a value of the data).")
+    if message.startswith("setting an array element with a sequence"):
+        return ValueError(f"{name}: X and y must be arrays of numbers; an entry is itself "
+                          "a sequence (rows of different lengths, or cells holding lists).")
+    if message == "boolean value of NA is ambiguous":  # pandas' pd.NA, met by the NaN check
+        return ValueError(f"{name}: Input contains NaN (pandas' missing value pd.NA); "
+                          "drop or impute those rows first.")
     return None
 
 
@@ -369,6 +437,13 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         "accountant": [PrivacyAccountant, None],
     }
 
+    # Under scikit-learn's metadata routing, a sample_weight given to
+    # cross_validate (say) is not routed to score unless asked for with
+    # set_score_request(sample_weight=True).  Left unset (None), it was
+    # refused only when the first fold was scored, after its fit was charged
+    # (fit takes no sample_weight, so the check made before any fit passed).
+    __metadata_request__score = {"sample_weight": False}
+
     # -- hooks for concrete estimators ------------------------------------
     def _encode_targets(self, y):
         """Return ``(loss, y_encoded, y_bound, y_offset)``; set label attributes."""
@@ -449,6 +524,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         accountant = self._accountant()
         epsilon, delta = target_privacy(self, n_samples)
+        warn_large_delta(self, n_samples)
         # Fail fast, before any data value is read: every mechanism is
         # calibrated to exactly (epsilon, delta), i.e. one mu-GDP release.
         _check_release(accountant, [GaussianEvent(mu=gdp_mu(epsilon, delta))], epsilon, delta)

@@ -645,3 +645,13 @@ def test_split_bounds_with_basic_composition_spare_the_full_composition(monkeypa
     acc._record(ledger[1:])
     assert calls == []
     assert acc.spent()[0] == exact
+
+
+def test_an_infinite_charge_says_which_budget_accepts_it():
+    # It said only "over the budget by inf".
+    budget = PrivacyAccountant(epsilon=1.0)
+    with pytest.raises(BudgetExceededError, match=r"epsilon=inf \(no noise\) fits only a "
+                       r"budget of epsilon=inf"):
+        budget.spend(GaussianEvent(math.inf))
+    assert budget.history == []
+    PrivacyAccountant(epsilon=math.inf).spend(GaussianEvent(math.inf))

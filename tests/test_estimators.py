@@ -1106,3 +1106,77 @@ def test_a_randomstate_seeds_the_noise_with_128_bits():
         child = clone(DPLinearRegression(random_state=make(7))).random_state
         entropy = _seed_words(child)
         assert entropy.size == 4 and all(0 <= int(e) < 2**32 for e in entropy)
+
+
+def _dated_frames():
+    pd = pytest.importorskip("pandas")
+    n = 40
+    x = np.linspace(-1.0, 1.0, n)
+    return n, {
+        "datetime alone": pd.DataFrame({"when": pd.date_range("2020", periods=n)}),
+        "datetime with numbers": pd.DataFrame({"a": x, "when": pd.date_range("2020", periods=n)}),
+        "datetime with time zone": pd.DataFrame(
+            {"a": x, "when": pd.date_range("2020", periods=n, tz="UTC")}),
+        "timedelta": pd.DataFrame({"a": x, "when": pd.to_timedelta(np.arange(n), unit="D")}),
+        "period": pd.DataFrame({"a": x, "when": pd.period_range("2020", periods=n, freq="D")}),
+        "interval": pd.DataFrame({"a": x, "when": pd.interval_range(0, n)}),
+        "numpy datetime64": np.arange(n).astype("datetime64[D]").reshape(-1, 1),
+    }
+
+
+@pytest.mark.parametrize("case", ["datetime alone", "datetime with numbers",
+                                  "datetime with time zone", "timedelta", "period", "interval",
+                                  "numpy datetime64"])
+def test_dates_are_refused_by_name_before_the_charge(case):
+    # A datetime column alone became nanoseconds since 1970 (about 1.6e18),
+    # clipped to feature_norm without a word; with numbers, numpy's
+    # DTypePromotionError or "float() argument must be ... not 'Period'".
+    n, frames = _dated_frames()
+    X = frames[case]
+    acc = PrivacyAccountant(epsilon=10.0)
+    where = "X" if isinstance(X, np.ndarray) else "column 'when' of X"
+    for est in (DPLinearRegression(accountant=acc),
+                DPLogisticRegression(classes=[0, 1], accountant=acc)):
+        y = np.arange(n) % 2
+        with pytest.raises(ValueError, match=f"{where} has dtype .*must hold numbers"):
+            est.fit(X, y)
+    assert acc.history == []
+    fitted = DPLinearRegression(accountant=acc).fit(np.ones((n, X.shape[1])), np.zeros(n))
+    with pytest.raises(ValueError, match="must hold numbers"):
+        fitted.predict(X)
+
+
+def test_missing_labels_and_ragged_rows_get_clear_errors():
+    pd = pytest.importorskip("pandas")
+    X = np.linspace(-1.0, 1.0, 50)[:, None]
+    acc = PrivacyAccountant(epsilon=10.0)
+    na_strings = pd.array(["a", "b"] * 24 + [pd.NA, "a"], dtype="string")
+    # scikit-learn's NaN check met pandas' pd.NA: "boolean value of NA is ambiguous".
+    for y in (na_strings, pd.Series(na_strings)):
+        with pytest.raises(ValueError, match="pd.NA"):
+            DPLogisticRegression(accountant=acc).fit(X, y)
+    # None among string labels was "y mixes labels of different types".
+    with pytest.raises(ValueError, match="missing labels"):
+        DPLogisticRegression(accountant=acc).fit(X, np.array(["a", None] * 25, dtype=object))
+    with pytest.raises(ValueError, match="mixes labels"):
+        DPLogisticRegression(accountant=acc).fit(X, np.array(["a", 1] * 25, dtype=object))
+    # numpy's "setting an array element with a sequence."
+    ragged = np.array([[1.0], [1.0, 2.0]] * 25, dtype=object)
+    with pytest.raises(ValueError, match="an entry is itself a sequence"):
+        DPLinearRegression(accountant=acc).fit(ragged, np.zeros(50))
+    assert acc.history == []
+
+
+def test_a_delta_not_below_one_over_n_warns_once():
+    X, y = _regression(n=300, d=2)
+    with pytest.warns(UserWarning, match=r"delta=0\.1 is not below 1/n = 0\.00333") as record:
+        DPLinearRegression(delta=0.1, accountant=PrivacyAccountant()).fit(X, y)
+    assert len([w for w in record if "not below 1/n" in str(w.message)]) == 1
+    with pytest.warns(UserWarning, match="not below 1/n") as record:
+        DPLinearRegression(delta=0.1, norm_bound="auto", accountant=PrivacyAccountant()).fit(X, y)
+    # Once: not again for the search norm_bound="auto" runs, nor its candidates.
+    assert len([w for w in record if "not below 1/n" in str(w.message)]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DPLinearRegression(accountant=PrivacyAccountant()).fit(X, y)  # delta=None
+        DPLinearRegression(delta=1.0 / 301, accountant=PrivacyAccountant()).fit(X, y)

@@ -833,6 +833,9 @@ def test_no_raw_validation_score_anywhere(clf_data, monkeypatch, scoring):
     assert not raw & released
     assert not any("score" in key and key != "score_sensitivity" for key in search.cv_results_)
     assert not hasattr(search, "best_score_")
+    with pytest.raises(AttributeError, match="no best_score_: a validation score computed "
+                       "without noise is not private"):
+        getattr(search, "best_score_")  # noqa: B009
 
 
 # -- the selection itself, on neighbouring validation sets --------------------------------
@@ -2105,6 +2108,51 @@ def test_preprocessing_fitted_on_the_data_is_flagged(clf_data):
     assert "'head' (StandardScaler)" in message and "Normalizer" not in message
 
 
+def test_containers_are_looked_into_for_steps_that_learn(clf_data):
+    # A ColumnTransformer, FeatureUnion or Pipeline step was flagged as a
+    # whole (scikit-learn tags each as needing a fit), even when every part
+    # is stateless: a warning the user could not silence by doing right.
+    from sklearn.compose import ColumnTransformer, make_column_selector
+    from sklearn.pipeline import FeatureUnion, make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    pd = pytest.importorskip("pandas")
+    X, y = clf_data
+    X = pd.DataFrame(X, columns=[f"x{i}" for i in range(X.shape[1])])  # for the dtype selector
+    cases = {
+        "passthrough, dense output": (ColumnTransformer(
+            [("n", "passthrough", [0, 1])], remainder=Normalizer(), sparse_threshold=0), None),
+        "selected by dtype": (ColumnTransformer(
+            [("n", Normalizer(), make_column_selector(dtype_include=np.number))],
+            sparse_threshold=0), None),
+        "stateless pipeline": (make_pipeline(FunctionTransformer(), Normalizer()), None),
+        "stateless union": (FeatureUnion([("a", Normalizer()), ("b", "drop")]), None),
+        # The density of a sparse part's output picks sparse or dense.
+        "sparse_threshold": (ColumnTransformer([("n", "passthrough", [0, 1])]),
+                             "sparse_threshold=0"),
+        "scaler inside": (ColumnTransformer([("n", StandardScaler(), [0])],
+                                            sparse_threshold=0), "'head' (ColumnTransformer)"),
+        "scaler as remainder": (ColumnTransformer([("n", "passthrough", [0])],
+                                                  remainder=StandardScaler(),
+                                                  sparse_threshold=0), "ColumnTransformer"),
+        "columns chosen by a function": (ColumnTransformer(
+            [("n", "passthrough", lambda X: [0])], sparse_threshold=0), "ColumnTransformer"),
+        "scaler in a pipeline": (make_pipeline(Normalizer(), StandardScaler()), "(Pipeline)"),
+        "scaler in a union": (FeatureUnion([("a", Normalizer()), ("b", StandardScaler())]),
+                              "(FeatureUnion)"),
+    }
+    for name, (head, expected) in cases.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            DPGridSearchCV(_pipe(head), {"dp__norm_bound": [1.0, 5.0]}, epsilon=1.0,
+                           delta=DELTA, random_state=0, accountant=PrivacyAccountant()).fit(X, y)
+        shown = [str(w.message) for w in caught if w.category is PrivacyLeakWarning]
+        if expected is None:
+            assert shown == [], name
+        else:
+            assert len(shown) == 1 and expected in shown[0], name
+
+
 def test_nested_pipelines_are_searched_and_other_meta_estimators_refused(reg_data):
     # A Pipeline in a Pipeline fits the DP estimator itself: it is searched
     # like a flat one (its preprocessing flagged, its rows validated before
@@ -2920,3 +2968,38 @@ def test_a_score_bound_that_overflows_is_refused_before_the_charge(
     with pytest.raises(ValueError, match=r"scoring='loss' .* would overflow\. Lower norm_bound"):
         search.fit(X, y)
     assert acc.history == []
+
+
+def test_searches_warn_once_of_a_delta_not_below_one_over_n(reg_data):
+    X, y = reg_data  # 1200 rows: 1/n = 0.000833
+    for search in (DPGridSearchCV(_reg(), GRID, epsilon=1.0, delta=0.01, refit=True),
+                   DPRandomizedSearchCV(_reg(), GRID, epsilon=1.0, delta=0.01, refit=True),
+                   DPConfidenceBoosting(_reg(), epsilon=1.0, delta=0.01)):
+        with pytest.warns(UserWarning, match=r"delta=0\.01 is not below 1/n") as record:
+            search.set_params(random_state=0, accountant=PrivacyAccountant()).fit(X, y)
+        assert len([w for w in record if "not below 1/n" in str(w.message)]) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DPGridSearchCV(_reg(), GRID, epsilon=1.0, random_state=0,
+                       accountant=PrivacyAccountant()).fit(X, y)
+
+
+def test_routed_sample_weight_is_refused_before_any_fit(reg_data):
+    # With metadata routing on, cross_validate checks the requests of fit
+    # before fitting and those of score only when scoring: the DP fit (which
+    # takes no sample_weight) was charged, then score refused the weights.
+    from sklearn.model_selection import cross_val_score
+
+    X, y = reg_data
+    weights = np.ones(len(y))
+    with sklearn.config_context(enable_metadata_routing=True):
+        for make in (lambda acc: _reg(accountant=acc),
+                     lambda acc: DPGridSearchCV(_reg(), GRID, epsilon=1.0, accountant=acc)):
+            acc = PrivacyAccountant(epsilon=100.0)
+            with pytest.raises(TypeError, match="not routed to any object"):
+                cross_val_score(make(acc), X, y, cv=2, params={"sample_weight": weights})
+            assert acc.history == []
+            # Asked for, the weights reach score (of the test folds: no privacy cost).
+            scores = cross_val_score(make(acc).set_score_request(sample_weight=True), X, y,
+                                     cv=2, params={"sample_weight": weights})
+            assert scores.shape == (2,) and len(acc.history) == 2

@@ -529,3 +529,42 @@ def test_gaussian_report_noisy_max_never_raises_on_extreme_ratios(monkeypatch):
     monkeypatch.setattr(sel, "add_gaussian_noise", record)
     gaussian_report_noisy_max([0.0, 0.0], [1e-300, 1e30], 1e-17, np.random.default_rng(0))
     assert len(sigmas) == 2 and min(sigmas) > 0.0
+
+
+def test_pure_dp_conversions_round_on_the_safe_side():
+    # pure_dp_gdp_mu must never be below the exact smallest mu (it was 11%
+    # below at epsilon = 1e-15, and -0.0 at 1e-300: expit(-eps) rounds to
+    # 1/2), and gdp_pure_epsilon never above the exact largest epsilon (a
+    # selection run at it must stay within mu; it was 2.2e-11 relative above
+    # at mu = 1e-5).  Exact values by 80-digit arithmetic; deterministic.
+    import mpmath
+
+    with mpmath.workdps(80):
+        for epsilon in np.logspace(-300, 2, 120):  # (tanh(eps/2) is 1 at 80 digits beyond)
+            exact = 2 * mpmath.sqrt(2) * mpmath.erfinv(mpmath.tanh(mpmath.mpf(epsilon) / 2))
+            mu = pure_dp_gdp_mu(float(epsilon))
+            assert exact <= mu <= exact * (1 + 1e-13)
+            assert bounded_range_gdp_mu(2 * float(epsilon)) == mu
+        for mu in np.logspace(-300, 3, 120):
+            m = mpmath.mpf(mu)
+            # log(Phi(mu/2) / Phi(-mu/2)); the same for small mu, where the
+            # ratio is 1 to 80 digits
+            exact = (2 * mpmath.atanh(mpmath.erf(m / (2 * mpmath.sqrt(2)))) if mu < 1
+                     else mpmath.log(mpmath.ncdf(m / 2) / mpmath.ncdf(-m / 2)))
+            epsilon = gdp_pure_epsilon(float(mu))
+            assert exact * (1 - 1e-13) <= epsilon <= exact
+            assert gdp_bounded_range_epsilon(float(mu)) == 2 * epsilon
+
+
+def test_random_stopping_helpers_refuse_invalid_numbers():
+    # random_stopping_refit_mu(nan or -1, ...) treated the search as free.
+    for mu_run in (math.nan, -1.0):
+        with pytest.raises(ValueError, match="mu_run"):
+            sel.random_stopping_refit_mu(mu_run, 10.0, 1.0, 1e-5)
+    with pytest.raises(ValueError, match="delta"):
+        random_stopping_mu(1.0, 1.0, 10.0)
+
+
+def test_the_random_stopping_floor_names_mean_candidates():
+    with pytest.raises(ValueError, match=r"below 0\.00928.*mean_candidates"):
+        random_stopping_mu(0.001, 1e-5, 10.0)

@@ -175,13 +175,17 @@ def _sorted_labels(function, *arrays):
     """``function(*arrays)`` (np.unique, np.setdiff1d, scikit-learn's target
     check: they sort the labels), labels that cannot be sorted refused by a
     message of their own (numpy's TypeError compares "instances of 'int' and
-    'str'")."""
+    'str'"); a missing label (None among strings) is named as such."""
     try:
         return function(*arrays)
     except TypeError:
-        raise ValueError(
-            "y mixes labels of different types (such as strings and numbers) that cannot be "
-            "compared; give labels of one type.") from None
+        pass
+    if any(label is None or (isinstance(label, float) and label != label)
+           for label in np.asarray(arrays[0], dtype=object).ravel()):
+        raise ValueError("y contains missing labels (None or NaN); drop those rows first.")
+    raise ValueError(
+        "y mixes labels of different types (such as strings and numbers) that cannot be "
+        "compared; give labels of one type.")
 
 
 class _DPRegressorBase(RegressorMixin, _BaseDPGLM):

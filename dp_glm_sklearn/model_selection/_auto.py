@@ -83,6 +83,7 @@ def _auto_norm_bound_search(estimator, n_samples, epsilon, delta):
     search._ledger_source = (f"{type(estimator).__name__}(norm_bound='auto', "
                              f"K={len(search.param_grid['norm_bound'])})")
     search._candidate_words = ("each radius norm_bound='auto' tries", "give a fixed norm_bound")
+    search._inner = True
     return search
 
 

@@ -193,7 +193,9 @@ class DPRandomizedSearchCV(_BaseDPSearch):
     {budget}
 
     mean_candidates : float in (1, 1000], default=10.0
-        Expected number of candidates tried. Time and memory grow with the
+        Expected number of candidates tried (in place of
+        ``RandomizedSearchCV``'s fixed ``n_iter``: a number of candidates
+        known in advance would cost privacy in proportion to it). Time and memory grow with the
         number drawn, whose distribution has a long tail: means above 1000
         are refused.
 
@@ -396,6 +398,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         self._validation_size(n_samples)
         plan = self._plan(n_samples)
+        self._warn_large_delta(n_samples)
         # The split, K and the candidates do not depend on the data: drawn
         # before the charge, so that a value a distribution draws outside its
         # parameter's range fails before anything is spent.  (An error here

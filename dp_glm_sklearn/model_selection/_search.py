@@ -91,6 +91,7 @@ from .._base import (
     _n_samples,
     _rng,
     target_privacy,
+    warn_large_delta,
 )
 from .._doc import format_doc
 from .._sklearn_compat import (
@@ -441,7 +442,26 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         "accountant": [PrivacyAccountant, None],
     }
 
+    # As the estimators' (dp_glm_sklearn/_base.py): a routed sample_weight is
+    # refused before any fit, not after the first one was charged.
+    __metadata_request__score = {"sample_weight": False}
+
+    @property
+    def best_score_(self):
+        """Not kept: scikit-learn's searches' best validation score is raw, not private."""
+        raise AttributeError(
+            f"{type(self).__name__} has no best_score_: a validation score computed "
+            "without noise is not private, so none is kept (nor any in cv_results_). "
+            "Score best_estimator_ on held-out data instead.")
+
+    #: True for the search norm_bound="auto" runs: its estimator warned already.
+    _inner = False
+
     # -- helpers -------------------------------------------------------------
+    def _warn_large_delta(self, n_samples):
+        if not self._inner:
+            warn_large_delta(self, n_samples)
+
     def _scoring(self):
         if self.scoring is not None:
             return self.scoring
@@ -925,7 +945,8 @@ class DPGridSearchCV(_BaseDPSearch):
     ----------
     estimator : estimator
         A DP estimator of this library, or a Pipeline ending in one (grid
-        keys such as ``"dpl__norm_bound"``; Pipelines may nest). Other
+        keys ``"<step name>__norm_bound"``, such as
+        ``"dplinearregression__norm_bound"`` in a ``make_pipeline``; Pipelines may nest). Other
         meta-estimators (``TransformedTargetRegressor``, ensembles) fit a
         copy of the DP estimator and are refused. Its ``epsilon``, ``delta``,
         ``accountant`` and ``random_state`` are set by the search.
@@ -984,6 +1005,11 @@ class DPGridSearchCV(_BaseDPSearch):
 
     The wall-clock time of ``fit`` depends on the data only as the
     candidates' training does.
+
+    Differences from ``GridSearchCV``: no ``cv`` (one data-independent
+    split, ``validation_fraction``; k folds would use every record k
+    times), and no ``best_score_`` or scores in ``cv_results_`` (a
+    validation score computed without noise is not private).
 
     Examples
     --------
@@ -1093,6 +1119,7 @@ class DPGridSearchCV(_BaseDPSearch):
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         self._validation_size(n_samples)
         plan = self._plan(len(candidates), n_samples)
+        self._warn_large_delta(n_samples)
         source = self._ledger_source or f"{type(self).__name__}(K={len(candidates)})"
         accountant = self._check_budget(slot, plan["events"], plan["delta"])
         rng = _rng(self.random_state)

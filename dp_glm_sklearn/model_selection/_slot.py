@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone, is_classifier
-from sklearn.pipeline import Pipeline
+from sklearn.compose import ColumnTransformer, make_column_selector
+from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.utils import get_tags
 
 from .._sklearn_compat import validate_params
@@ -61,18 +62,46 @@ def _warn_fitted_preprocessing(search, slot, candidates):
     steps = [step for params in [{}, *candidates]  # the estimator's and each candidate's
              for step in _preprocessing(_with_params(search.estimator, params))]
     fitted = list(dict.fromkeys(
-        f"{name!r} ({type(step).__name__})" for name, step in steps
-        if isinstance(step, BaseEstimator) and get_tags(step).requires_fit))
+        f"{name!r} ({type(step).__name__})" for name, step in steps if _learns(step)))
     if fitted:
+        density = any(isinstance(step, ColumnTransformer) and step.sparse_threshold > 0
+                      for _, step in steps)
         warn_user(
             f"{type(search).__name__}: the Pipeline step(s) {', '.join(fitted)} before the DP "
             "estimator are fitted on the private data without noise; what they learn (a "
             "StandardScaler's means and variances, an encoder's categories) is published in "
             "best_estimator_ and is not covered by privacy_spent_. Use row-wise transforms "
             "with public parameters (e.g. a FunctionTransformer acting on each row alone) "
-            "to keep the whole fit private.",
+            "to keep the whole fit private."
+            + (" A ColumnTransformer with sparse_threshold > 0 chooses a sparse or dense "
+               "output from the data's density when a part is sparse: set "
+               "sparse_threshold=0." if density else ""),
             PrivacyLeakWarning,
         )
+
+
+def _learns(step):
+    """Whether fitting ``step`` learns from the data, as far as its tags and structure tell.
+
+    Containers are looked into: a Pipeline or FeatureUnion learns if a part
+    does; a ColumnTransformer too, or when its ``sparse_threshold`` is
+    positive (it then picks a sparse or dense output from the density of its
+    parts' outputs, when one is sparse) or a part's columns are chosen by a
+    function of X other than ``make_column_selector`` (which reads names and
+    dtypes only).  ``"passthrough"``, ``"drop"`` and
+    None learn nothing; any other step learns unless tagged as needing no fit.
+    """
+    if not isinstance(step, BaseEstimator):
+        return False
+    if isinstance(step, Pipeline):
+        return any(_learns(part) for _, part in step.steps)
+    if isinstance(step, FeatureUnion):
+        return any(_learns(part) for _, part in step.transformer_list)
+    if isinstance(step, ColumnTransformer):
+        return step.sparse_threshold > 0 or _learns(step.remainder) or any(
+            _learns(part) or (callable(columns) and not isinstance(columns, make_column_selector))
+            for _, part, columns in step.transformers)
+    return get_tags(step).requires_fit
 
 
 def _validate_candidates(estimator, candidates, slot):

@@ -385,6 +385,9 @@ class PrivacyAccountant:
                     "suits ledgers of pure-DP events only; to charge Gaussian releases, "
                     "create the PrivacyAccountant with delta in (0, 1), e.g. delta=1e-6."
                 )
+            elif math.isinf(cost):
+                hint = (" A release with epsilon=inf (no noise) fits only a budget of "
+                        "epsilon=inf: PrivacyAccountant(epsilon=numpy.inf) records it.")
             raise BudgetExceededError(
                 f"privacy budget exceeded: budget (epsilon={self._epsilon:.6g}, "
                 f"delta={self._delta:.3g}); already spent "

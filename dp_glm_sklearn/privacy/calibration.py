@@ -28,7 +28,7 @@ import numbers
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.special import log_ndtr, ndtri
+from scipy.special import erfcx, log_ndtr, ndtri
 
 __all__ = [
     "gaussian_sigma",
@@ -106,7 +106,12 @@ def _gdp_log_delta(epsilon, mu, *, margin=0.0):
         return -_INF
     log_second = float(log_ndtr(a - mu))
     # log of (exp(eps) Phi(a - mu)) / Phi(a), which is < 0 in exact arithmetic.
-    log_ratio = epsilon + log_second - log_first
+    if margin == 0.0 and mu <= _SMALL_MU:
+        # The difference of the two logs cancels (gdp_delta(0, 1e-16) was 0,
+        # and 16% low at mu = 1e-15): it is the integral of d log Phi / dt.
+        log_ratio = epsilon + _log_ndtr_difference(a, mu)
+    else:
+        log_ratio = epsilon + log_second - log_first
     if log_ratio >= 0.0:
         # Rounding (tiny epsilon and mu): the exact ratio is below 1 but too
         # close to tell.  delta <= Phi(a) always: the solvers get that bound.
@@ -120,6 +125,32 @@ def _gdp_log_delta(epsilon, mu, *, margin=0.0):
     error = (_ULPS * (abs(log_first) + abs(value))
              + ratio_error * math.exp(log_ratio) / -math.expm1(log_ratio))
     return min(value + margin * error, log_first)
+
+
+#: Below this mu, gdp_delta takes log Phi(a - mu) - log Phi(a) by quadrature.
+_SMALL_MU = 4.0
+_GAUSS_LEGENDRE = np.polynomial.legendre.leggauss(12)
+
+
+def _log_ndtr_difference(a, mu):
+    """``log Phi(a - mu) - log Phi(a)`` for small ``mu``, to relative precision.
+
+    Minus the integral over ``[a - mu, a]`` of the inverse Mills ratio
+    ``phi(t) / Phi(t)`` (the derivative of ``log Phi``), which is smooth:
+    Gauss-Legendre quadrature on 12 nodes is accurate to about 1e-15
+    (relative) on an interval of width at most :data:`_SMALL_MU` (8 was too
+    wide: 3.6e-12).
+    """
+    nodes, weights = _GAUSS_LEGENDRE
+    t = (a - mu / 2.0) + (mu / 2.0) * nodes
+    # phi(t) / Phi(t) = 1 / (sqrt(pi/2) erfcx(-t / sqrt 2)), accurate for t <= 0
+    # (a difference of logs of size t**2 / 2 is not); for t > 0, Phi(t) >= 1/2.
+    negative = np.minimum(t, 0.0)
+    ratio = np.where(
+        t <= 0.0,
+        1.0 / (math.sqrt(math.pi / 2.0) * erfcx(-negative / math.sqrt(2.0))),
+        np.exp(-0.5 * t * t - 0.5 * math.log(2.0 * math.pi) - log_ndtr(t)))
+    return -(mu / 2.0) * float(weights @ ratio)
 
 
 def _bracket_root(func, start):
@@ -157,7 +188,13 @@ def gdp_delta(epsilon, mu):
 
     Computes the tight privacy profile
     ``delta(eps; mu) = Phi(-eps/mu + mu/2) - exp(eps) Phi(-eps/mu - mu/2)``
-    in log space, so it stays accurate when delta is tiny.
+    in log space, so it stays accurate when delta is tiny, and for
+    ``mu <= 4`` takes the difference of the two terms' logarithms by
+    quadrature, so it stays accurate when mu is tiny: within 2e-12 of the
+    exact value (relative; 1.1e-12 at worst measured) on a grid of 150 mu
+    from 1e-16 to 30 and epsilon / mu from 0 to 35, against 80-digit
+    arithmetic.  (The calibration does not use it: :func:`gdp_mu` and
+    :func:`gdp_epsilon` bound their rounding.)
 
     Parameters
     ----------
@@ -409,6 +446,8 @@ def gdp_sigma(sensitivity, mu, n_compositions=1):
     epsilon): no noise would be added, and a release without noise is not
     mu-GDP for any finite mu.
     """
+    sensitivity = _check_real("sensitivity", sensitivity, allow_inf=False)
+    mu = _check_real("mu", mu, low_open=True)
     if mu == _INF or sensitivity == 0.0:
         return 0.0
     sigma = math.sqrt(n_compositions) * sensitivity / mu
@@ -423,6 +462,8 @@ def gdp_sigma(sensitivity, mu, n_compositions=1):
 def gdp_mu_of_noise(sensitivity, sigma, n_compositions=1):
     """GDP parameter of ``n_compositions`` releases of ``sensitivity`` each plus
     ``N(0, sigma^2 I)``: ``sqrt(T) * sensitivity / sigma``, inf when ``sigma = 0``."""
+    sensitivity = _check_real("sensitivity", sensitivity, allow_inf=False)
+    sigma = _check_real("sigma", sigma)
     if sigma == 0:
         return _INF
     return float(math.sqrt(n_compositions) * sensitivity / sigma)

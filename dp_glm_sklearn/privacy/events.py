@@ -536,7 +536,7 @@ def _split_ledgers(others, runs, delta):
 
 def _rdp_bound(mu, others, runs, delta):
     """Bound 1 of ``compose``: one RDP composition of the whole ledger."""
-    delta_rdp = delta - math.fsum(d for _, d in others)
+    delta_rdp = _sum_rounded([delta, *(-d for _, d in others)], -math.inf)
     if delta_rdp <= 0.0:
         return math.inf
     return _rdp_epsilon(mu, runs, tuple(eps for eps, _ in others), delta_rdp)
@@ -600,14 +600,30 @@ def _basic_composition(mu, others, delta):
     and the Gaussian part (GDP total ``mu``) is charged at what remains of
     ``delta``.
     """
-    eps_sum = math.fsum(eps for eps, _ in others)
-    delta_sum = math.fsum(d for _, d in others)
+    eps_sum = _sum_rounded([eps for eps, _ in others], math.inf)
+    remaining = _sum_rounded([delta, *(-d for _, d in others)], -math.inf)
     if mu == 0.0:
-        return eps_sum if delta_sum <= delta else math.inf
-    remaining = delta - delta_sum
+        return eps_sum if remaining >= 0.0 else math.inf
     if remaining <= 0.0:
         return math.inf
-    return eps_sum + gdp_epsilon(mu, remaining)
+    return _sum_rounded([eps_sum, gdp_epsilon(mu, remaining)], math.inf)
+
+
+def _sum_rounded(values, direction):
+    """The exact sum of the floats ``values``, rounded toward ``direction`` (+-inf).
+
+    ``math.fsum`` rounds to nearest, half a unit below the exact sum at
+    worst (epsilons 1.0 and 0.2 summed to 1.19999999999999996, below their
+    exact sum 1.20000000000000001); the sign of its error, taken exactly by a
+    second ``fsum``, says whether to step one float toward ``direction``.
+    """
+    total = math.fsum(values)
+    if math.isinf(total) or math.isnan(total):
+        return total
+    error = math.fsum([*values, -total])  # exact sum - total, correctly rounded
+    if error != 0.0 and (error > 0.0) == (direction > 0.0):
+        return math.nextafter(total, direction)
+    return total
 
 
 # Mixed ledgers whose largest pure or approximate epsilon exceeds this skip

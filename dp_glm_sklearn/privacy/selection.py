@@ -52,7 +52,7 @@ from functools import lru_cache
 
 import numpy as np
 from scipy.optimize import brentq
-from scipy.special import expit, log_expit, log_ndtr, logsumexp, ndtri, ndtri_exp
+from scipy.special import erf, erfinv, expit, log_expit, log_ndtr, logsumexp, ndtri, ndtri_exp
 
 from .calibration import _check_real, gdp_mu, gdp_sigma
 from .events import PureDPEvent, _check_stopping, _rdp_epsilon
@@ -116,19 +116,26 @@ def pure_dp_gdp_mu(epsilon):
     1.232
     """
     epsilon = _check_real("epsilon", epsilon)
-    if epsilon == math.inf:
-        return math.inf
-    # Phi^{-1}(1 - a*) = -Phi^{-1}(a*) with a* = expit(-eps): accurate for large eps.
-    if epsilon < 700.0:
-        return float(-2.0 * ndtri(expit(-epsilon)))
-    # Beyond, a* underflows (mu came out inf from epsilon 745, and a grid
-    # search at epsilon 1e4 was priced at inf): through its logarithm, then
-    # up until the closed-form inverse confirms it (never below the truth).
-    mu = float(-2.0 * ndtri_exp(log_expit(-epsilon)))
+    if epsilon in (0.0, math.inf):
+        return epsilon
+    if epsilon < 1.0:
+        # Phi^{-1}(1 - a*) = sqrt(2) erfinv(tanh(eps / 2)): 1 - 2 a* without
+        # the cancellation of expit(-eps) near 1/2 (which put mu 11% low at
+        # eps = 1e-15, and at 0 for eps = 1e-300).
+        mu = float(2.0 * math.sqrt(2.0) * erfinv(math.tanh(epsilon / 2.0)))
+    elif epsilon < 700.0:
+        # -Phi^{-1}(a*) with a* = expit(-eps): accurate for large eps.
+        mu = float(-2.0 * ndtri(expit(-epsilon)))
+    else:
+        # Beyond, a* underflows (mu came out inf from epsilon 745, and a grid
+        # search at epsilon 1e4 was priced at inf): through its logarithm.
+        mu = float(-2.0 * ndtri_exp(log_expit(-epsilon)))
+    # Up until the inverse, rounded down, confirms it: gdp_pure_epsilon(mu) <=
+    # the exact epsilon of mu, so mu is never below the truth.
     for _ in range(1000):
         if gdp_pure_epsilon(mu) >= epsilon:
             break
-        mu *= 1.0 + 2.0**-44
+        mu = max(mu * (1.0 + 2.0**-50), math.nextafter(mu, math.inf))
     return mu
 
 
@@ -157,9 +164,18 @@ def gdp_pure_epsilon(mu):
     1.0
     """
     mu = _check_real("mu", mu)
-    if mu == math.inf:
-        return math.inf
-    return float(log_ndtr(mu / 2.0) - log_ndtr(-mu / 2.0))
+    if mu in (0.0, math.inf):
+        return mu
+    if mu < 2.0:
+        # = 2 atanh(erf(mu / (2 sqrt 2))), without the cancellation of the
+        # difference of logs below (1e-11 relative too high at mu = 1e-5).
+        epsilon = 2.0 * math.atanh(float(erf(mu / (2.0 * math.sqrt(2.0)))))
+    else:
+        epsilon = float(log_ndtr(mu / 2.0) - log_ndtr(-mu / 2.0))
+    # Rounded down: a selection run at this epsilon must stay within mu.
+    # erf, atanh and log_ndtr are accurate to a few units in the last place
+    # (2**-46 is 64 of them).
+    return epsilon * (1.0 - 2.0**-46)
 
 
 def bounded_range_gdp_mu(epsilon):
@@ -657,6 +673,9 @@ def random_stopping_mu(epsilon, delta, mean, stopping="logarithmic"):
     mu : float
     """
     epsilon = _check_real("epsilon", epsilon, low_open=True)
+    delta = _check_real("delta", delta, low_open=True, high=1.0)
+    if delta == 1.0:
+        raise ValueError(f"delta must be a number in (0, 1), got {delta!r}.")
     if epsilon == math.inf:
         return math.inf
 
@@ -665,9 +684,12 @@ def random_stopping_mu(epsilon, delta, mean, stopping="logarithmic"):
 
     if excess(1e-8) > 0.0:
         # The log(E[K]) and log(1/gamma) terms do not vanish with mu.
+        floor = excess(1e-8) + epsilon
         raise ValueError(
-            f"epsilon={epsilon!r} is below what random stopping with mean={mean!r} costs "
-            "even for runs that reveal nothing; raise epsilon or lower the mean."
+            f"epsilon={epsilon!r} is below {floor:.4g}, what random stopping with a mean of "
+            f"{mean!r} candidates costs at delta={delta:.3g} even for candidates that reveal "
+            "nothing; raise epsilon above it or lower the mean (DPRandomizedSearchCV's "
+            "mean_candidates)."
         )
     return _largest_within(excess, 1e-8, 1.0)
 
@@ -722,6 +744,7 @@ def random_stopping_refit_mu(mu_run, mean, epsilon, delta, stopping="logarithmic
     >>> bool(compose([RandomStoppingEvent(mu_run, 4.0), GaussianEvent(mu)], 1e-5) <= 2.0)
     True
     """
+    mu_run = _check_real("mu_run", mu_run)
     epsilon = _check_real("epsilon", epsilon, low_open=True)
     delta = _check_real("delta", delta, low_open=True, high=1.0)
     mean, shape = _check_stopping(mean, stopping)

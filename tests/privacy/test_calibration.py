@@ -73,7 +73,7 @@ def test_delta_is_accurate_where_it_is_tiny(epsilon, mu, monkeypatch):
     a = mpmath.mpf(-epsilon) / mu + mpmath.mpf(mu) / 2
     exact = mpmath.ncdf(a) - mpmath.exp(epsilon) * mpmath.ncdf(a - mu)
     assert 0 < exact < 1e-10
-    assert gdp_delta(epsilon, mu) == pytest.approx(float(exact), rel=1e-9)
+    assert gdp_delta(epsilon, mu) == pytest.approx(float(exact), rel=1e-9, abs=0.0)
 
 
 def test_special_values():
@@ -298,3 +298,34 @@ def test_gdp_composition_helpers():
     assert gdp_composed(0.3, 1) == 0.3
     assert gdp_parallel(0.3, 0.5) == 0.5
     assert gdp_parallel(0.5, 0.3, 0.4) == 0.5
+
+
+def test_delta_is_accurate_where_mu_is_tiny(monkeypatch):
+    # The difference of the two terms' logarithms cancelled for small mu:
+    # gdp_delta(0, 1e-16) was 0 (exact 4e-17), 16% low at epsilon = 1e-30,
+    # mu = 1e-15.  Now within 2e-12 of 80-digit arithmetic (1.1e-12 at worst
+    # on a grid of 150 mu and 15 ratios); deterministic.
+    monkeypatch.setattr(mpmath.mp, "dps", 80)  # restored after the test
+    for mu in np.logspace(-16, 1.5, 30):
+        for ratio in (0.0, 1e-3, 0.5, 2.0, 10.0, 30.0, 35.0):
+            e, m = mpmath.mpf(ratio * mu), mpmath.mpf(mu)
+            exact = mpmath.ncdf(-e / m + m / 2) - mpmath.exp(e) * mpmath.ncdf(-e / m - m / 2)
+            if exact < 1e-300:
+                continue
+            assert gdp_delta(ratio * mu, mu) == pytest.approx(float(exact), rel=2e-12, abs=0.0)
+
+
+def test_noise_helpers_refuse_invalid_numbers():
+    # gdp_sigma(1, nan) was nan and gdp_sigma(1, -1) was -1: a negative or
+    # NaN noise scale, had a caller passed them.
+    from dp_glm_sklearn.privacy.calibration import gdp_mu_of_noise, gdp_sigma
+
+    for call, name in [(lambda: gdp_sigma(1.0, math.nan), "mu"),
+                       (lambda: gdp_sigma(1.0, -1.0), "mu"),
+                       (lambda: gdp_sigma(1.0, 0.0), "mu"),
+                       (lambda: gdp_sigma(-1.0, 1.0), "sensitivity"),
+                       (lambda: gdp_mu_of_noise(1.0, -1.0), "sigma"),
+                       (lambda: gdp_mu_of_noise(1.0, math.nan), "sigma")]:
+        with pytest.raises(ValueError, match=name):
+            call()
+    assert gdp_sigma(2.0, 4.0, 4) == 1.0 and gdp_mu_of_noise(2.0, 1.0, 4) == 4.0

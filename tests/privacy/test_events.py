@@ -479,3 +479,19 @@ def test_identical_random_stopping_events_each_count():
     accountant.spend([event])
     with pytest.raises(BudgetExceededError):
         accountant.spend([event])
+
+
+def test_basic_composition_rounds_up():
+    # math.fsum rounds to nearest: epsilons 1.0 and 0.2 summed to
+    # 1.19999999999999996, below their exact sum; and the delta left for the
+    # rest was rounded to nearest too.  Exact sums by fractions.
+    from fractions import Fraction
+
+    total = compose([PureDPEvent(1.0), PureDPEvent(0.2)], 0.0)
+    assert Fraction(total) >= Fraction(1.0) + Fraction(0.2)
+    assert total == math.nextafter(1.2, math.inf)
+    assert compose([PureDPEvent(1.0), PureDPEvent(0.5)], 0.0) == 1.5  # exact: unchanged
+    left = events_module._sum_rounded([1e-9, -3e-10], -math.inf)
+    assert Fraction(left) <= Fraction(1e-9) - Fraction(3e-10)
+    assert events_module._sum_rounded([1.0, 2.0**-60], math.inf) == math.nextafter(1.0, 2.0)
+    assert events_module._sum_rounded([1.0, 2.0**-60], -math.inf) == 1.0
