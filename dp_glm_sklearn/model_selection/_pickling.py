@@ -15,22 +15,22 @@ How joblib's backends pickle:
   standard pickle, by reference, and a fresh worker process cannot import
   ``__main__``'s or a function's classes: an array of such objects (a
   DataFrame column or index of them) failed in the worker;
-- multiprocessing: the standard pickle throughout; workers started by
-  ``fork`` (Linux's default before Python 3.14) know the parent's
-  ``__main__``, those started by ``spawn`` or ``forkserver`` (macOS's and
-  Windows' default, and Linux's from Python 3.14) run its file again
-  without its ``if __name__ == "__main__":`` block, and know nothing of it
-  when it has none (a notebook, ``python -c``) or is a package's
-  ``__main__.py``: a name they cannot find made joblib's pool hang, and a
-  file that does not exist (a script read from standard input) kills every
-  worker;
+- multiprocessing (and its subclasses): the standard pickle throughout;
+  workers started by ``fork`` (Linux's default before Python 3.14) know
+  the parent's ``__main__``, those started by ``spawn`` or ``forkserver``
+  (macOS's and Windows' default, and Linux's from Python 3.14) run its
+  file again without its ``if __name__ == "__main__":`` block, and know
+  nothing of it when it has none (a notebook, ``python -c``) or is a
+  package's ``__main__.py``: a name they cannot find made joblib's pool
+  hang, so nothing of ``__main__`` is sent to them
+  (:func:`_main_names_in_workers`); and a file that does not exist (a
+  script read from standard input) kills every worker;
 - others (dask's, Ray's): cloudpickle.
 
 Arrays of numbers always pickle; they are skipped, so that large data are
 not copied for the check.
 """
 
-import ast
 import multiprocessing
 import os
 import pickle
@@ -130,13 +130,25 @@ def _start_method():
 
 
 def _main_names_in_workers():
-    """The names of the parent's ``__main__`` that multiprocessing's workers have:
-    None for all of them (forked workers), else a set, as
-    ``multiprocessing.spawn`` prepares them: a module or file ``__main__`` is
-    run again as ``__mp_main__``, without its ``if __name__ == "__main__":``
-    block; a package's ``__main__.py``, a notebook or ``python -c`` give
-    nothing.  Raises :class:`WorkersCannotStartError` if the file to run
-    does not exist (a script read from standard input)."""
+    """The names of the parent's ``__main__`` that multiprocessing's workers surely
+    have, as the same objects: None for all of them (forked workers, copies of
+    this process), else none.
+
+    Workers started by spawn or forkserver run ``__main__``'s file again as
+    ``__mp_main__``, without its ``if __name__ == "__main__":`` block (a
+    package's ``__main__.py``, a notebook or ``python -c``: nothing at all).
+    Which names such a run binds, to the parent's objects, cannot be told
+    from the file: a static scan of it (an earlier version) passed names
+    bound under ``match __name__:``, under a flag computed from ``__name__``
+    or ``current_process().name``, after a star import, and names rebound
+    below the main block; the search then hung after the charge, or its
+    workers ran other code than the parent's.  So none is counted: anything
+    of ``__main__`` is refused, and the message says to define it in a module.
+
+    Raises :class:`WorkersCannotStartError` if the file to run does not exist
+    (a script read from standard input): every worker would die, whatever is
+    sent.
+    """
     if _start_method() == "fork":
         return None
     main = sys.modules.get("__main__")
@@ -146,110 +158,10 @@ def _main_names_in_workers():
         # (As multiprocessing.spawn: from the directory the program started in.)
         start = getattr(multiprocessing.process, "ORIGINAL_DIR", None) or os.getcwd()
         path = os.path.join(start, path)
-    if name is not None and (name == "__main__" or name.endswith(".__main__")):
-        return frozenset()
-    if path is None or name is None and os.path.splitext(os.path.basename(path))[0] == "ipython":
-        return frozenset()
-    if name is None and not os.path.isfile(path):
+    if (name is None and path is not None and not os.path.isfile(path)
+            and os.path.splitext(os.path.basename(path))[0] != "ipython"):
         raise WorkersCannotStartError(f"__main__'s file {path!r} does not exist")
-    return _top_level_names(path)
-
-
-def _mentions_name(test):
-    """Whether an ``if`` test reads ``__name__``."""
-    return any(isinstance(node, ast.Name) and node.id == "__name__" for node in ast.walk(test))
-
-
-def _guard(test):
-    """``"main"`` for ``__name__ == "__main__"``, ``"not main"`` for ``!=`` (either
-    way round), None for any other test."""
-    if not (isinstance(test, ast.Compare) and len(test.ops) == 1
-            and isinstance(test.ops[0], (ast.Eq, ast.NotEq))):
-        return None
-    sides = {ast.dump(test.left), ast.dump(test.comparators[0])}
-    if sides != {ast.dump(ast.Name("__name__", ast.Load())), ast.dump(ast.Constant("__main__"))}:
-        return None
-    return "main" if isinstance(test.ops[0], ast.Eq) else "not main"
-
-
-def _top_level_names(path):
-    """Names a run of the file at ``path`` as ``__mp_main__`` surely binds at its top
-    level to the object the parent has, or None if that cannot be told (a
-    file that does not parse, a ``from ... import *``: then all names).
-
-    Fails closed: not counted are names bound only under ``if __name__ ==
-    "__main__":`` or another test that reads ``__name__``, names bound there
-    too (the parent's object may be the block's, the worker's is the top
-    level's), names deleted, and names bound by ``exec``, ``globals()`` or
-    ``global`` (refused, though a worker may have them).
-    """
-    try:
-        with open(path, "rb") as file:
-            tree = ast.parse(file.read())
-    except (OSError, SyntaxError, ValueError):
-        return None
-
-    def bound(statements):
-        """Names the statements bind (any branch), and those they delete."""
-        names, deleted = set(), set()
-
-        def bind(target):
-            names.update(node.id for node in ast.walk(target) if isinstance(node, ast.Name))
-
-        for node in statements:
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(node.name)
-                continue
-            for expression in ast.walk(node):  # (name := ...), also in a block's tests
-                if isinstance(expression, ast.NamedExpr):
-                    bind(expression.target)
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                names.update((alias.asname or alias.name).split(".")[0]
-                             for alias in node.names)
-            elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-                for target in getattr(node, "targets", [getattr(node, "target", None)]):
-                    bind(target)
-            elif isinstance(node, ast.Delete):
-                for target in node.targets:
-                    deleted.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
-            elif isinstance(node, ast.For):
-                bind(node.target)
-            for item in getattr(node, "items", []):  # with ... as name
-                if item.optional_vars is not None:
-                    bind(item.optional_vars)
-            names.update(handler.name for handler in getattr(node, "handlers", [])
-                         if handler.name)  # except ... as name
-            blocks = [getattr(node, field, []) for field in ("body", "orelse", "finalbody")]
-            blocks += [handler.body for handler in getattr(node, "handlers", [])]
-            blocks += [case.body for case in getattr(node, "cases", [])]  # match
-            for block in blocks:
-                if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
-                    inner, gone = bound(block)
-                    names |= inner
-                    deleted |= gone
-        return names, deleted
-
-    names, unsure = set(), set()
-    for node in tree.body:
-        if isinstance(node, ast.If) and _mentions_name(node.test):
-            # The workers run one branch, the parent maybe the other: the
-            # names of the branch the workers run count, unless also bound
-            # in the other; every other test reading __name__: none.
-            kind = _guard(node.test)
-            run = {"main": node.orelse, "not main": node.body}.get(kind, [])
-            skipped = node.body if kind == "main" else node.orelse if kind else (
-                node.body + node.orelse)
-            (run_names, run_deleted), (skipped_names, skipped_deleted) = map(
-                bound, (run, skipped))
-            names |= run_names
-            unsure |= skipped_names | run_deleted | skipped_deleted
-        else:
-            inner, gone = bound([node])
-            names |= inner
-            unsure |= gone
-    if "*" in names:
-        return None
-    return frozenset(names - unsure)
+    return frozenset()
 
 
 def pickling_failure(exc):
@@ -261,8 +173,8 @@ def pickling_failure(exc):
         return ("a class or function defined in __main__ (a notebook or a script) or in a "
                 "function, which the workers would load by reference and cannot find "
                 "(loky: an object inside a numpy array or a pandas column or index; "
-                "multiprocessing started by spawn or forkserver: anything defined in a "
-                "notebook, or under if __name__ == '__main__':); define it in a module")
+                "multiprocessing started by spawn or forkserver: anything defined in "
+                "__main__); define it in a module, or use joblib's default backend, loky")
     return type(exc).__name__
 
 
@@ -273,7 +185,10 @@ def worker_pickling_check(n_jobs):
     backend = get_active_backend()[0]
     if getattr(backend, "supports_sharedmem", False) or effective_n_jobs(n_jobs) <= 1:
         return None
-    if type(backend).__name__ == "MultiprocessingBackend":  # exactly: not a subclass
+    # (By name: joblib's backend classes live in a private module.  A subclass
+    # keeps the pool and its pickling: it was checked by cloudpickle, and hung.)
+    names = {cls.__name__ for cls in type(backend).__mro__}
+    if "MultiprocessingBackend" in names:
         try:
             main_names = _main_names_in_workers()
         except WorkersCannotStartError as exc:
@@ -284,8 +199,7 @@ def worker_pickling_check(n_jobs):
 
             return refuse
         checker = type("_MainCheck", (_ImportableCheck,), {"main_names": main_names})
-    elif any(cls.__name__ == "LokyBackend" for cls in type(backend).__mro__):
-        # (By name: joblib's backend classes live in a private module.)
+    elif "LokyBackend" in names:
         # (LOKY_PICKLER=pickle: the standard pickle for the tasks too.)
         checker = _ImportableCheck if get_loky_pickler_name() == "pickle" else _LokyCheck
     else:
