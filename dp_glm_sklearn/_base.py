@@ -60,14 +60,20 @@ from .privacy.calibration import gdp_mu
 from .privacy.events import GaussianEvent, compose
 
 
-def default_delta(n_samples):
-    """Default delta: ``min(1e-5, n**-1.5)``, well below ``1/n``.
+def default_delta(n_samples, budget_delta=1.0):
+    """Default delta: ``min(1e-5, n**-1.5, budget_delta)``, well below ``1/n``.
 
     A mechanism that publishes each record with probability delta is
     (0, delta)-DP, so delta must be small next to ``1/n``; ``n**-1.5`` leaves
     an expected ``n**-0.5`` such leaks at worst, and 1e-5 caps it for small n.
+    ``budget_delta`` is the delta of the accountant the fit is charged to (0,
+    a pure-DP ledger, is ignored): at most it, a fit at epsilon costs that
+    accountant exactly epsilon, so ``PrivacyAccountant(epsilon=1, delta=1e-6)``
+    affords one default fit at ``epsilon=1`` (at 1e-5 it cost 1.14 at 1e-6,
+    and was refused).
     """
-    return float(min(1e-5, max(n_samples, 1) ** -1.5))
+    cap = budget_delta if 0.0 < budget_delta < 1e-5 else 1e-5
+    return float(min(cap, max(n_samples, 1) ** -1.5))
 
 
 #: The most noisy gradient steps a fit takes (max_iter).
@@ -82,7 +88,8 @@ MAX_FINITE_EPSILON = 1e300
 def target_privacy(owner, n_samples):
     """``(epsilon, delta)`` of a fit of ``owner`` (an estimator or a search) on n samples.
 
-    ``delta=None`` is :func:`default_delta`; a finite epsilon above
+    ``delta=None`` is :func:`default_delta` (at most the delta of the
+    accountant ``owner`` charges, its ``_accountant_delta()``); a finite epsilon above
     :data:`MAX_FINITE_EPSILON` is refused here, before anything is charged.
     """
     epsilon = float(owner.epsilon)
@@ -90,7 +97,10 @@ def target_privacy(owner, n_samples):
         raise ValueError(
             f"The 'epsilon' parameter of {type(owner).__name__} must be at most "
             f"{MAX_FINITE_EPSILON:g}, or inf for no noise; got {owner.epsilon!r}.")
-    delta = default_delta(n_samples) if owner.delta is None else float(owner.delta)
+    if owner.delta is None:
+        delta = default_delta(n_samples, owner._accountant_delta())
+    else:
+        delta = float(owner.delta)
     if not 0.0 < delta < 1.0:
         # (Also under skip_parameter_validation: delta = 0 divided by zero in
         # the rule choosing the method.)
@@ -113,7 +123,7 @@ def warn_large_delta(owner, n_samples):
             f"{type(owner).__name__}: delta={delta:.3g} is not below 1/n = "
             f"{1.0 / n_samples:.3g} (n = {n_samples}): a mechanism publishing one record "
             "chosen at random, in the clear, meets such a delta. Choose delta well below "
-            "1/n (delta=None is min(1e-5, n**-1.5)).",
+            "1/n (delta=None is min(1e-5, n**-1.5, the accountant's delta)).",
             UserWarning,
         )
 
@@ -479,6 +489,9 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         if self.accountant is not None:
             return self.accountant
         return self._default_accountant()
+
+    def _accountant_delta(self):
+        return self._accountant().delta
 
     def _unused_options(self, method, n_features):
         """Warnings that an option does nothing for the method that trains."""

@@ -48,7 +48,7 @@ def test_cross_val_score_charges_four_fits_and_refuses_the_fifth():
     # epsilon 4.56 at delta=1e-14, and four fits to 4.05: a budget of 4.5 at
     # that delta affords four fits, as basic composition (4 * 1 <= 4.5) would.
     acc = PrivacyAccountant(epsilon=4.5, delta=1e-14)
-    est = _clf(acc, epsilon=1.0)
+    est = _clf(acc, epsilon=1.0, delta=1e-5)  # (by default, the accountant's 1e-14)
     with pytest.raises(BudgetExceededError):
         cross_val_score(est, X, y, cv=5, error_score="raise")
     assert len(acc.history) == 4
@@ -203,10 +203,10 @@ def _rdp_epsilon_of_search(mu_run, mu_refit, delta):
 
 @pytest.mark.parametrize("refit", [False, True])
 def test_random_search_is_priced_at_the_accountants_smaller_delta(reg_data, refit):
-    """The regression: a search at delta=1e-5 charged to an accountant at the
-    default delta 1e-6 used to be recorded as ApproxDPEvent(epsilon, 1e-5), which
+    """The regression: a search at delta=1e-5 charged to an accountant at
+    delta 1e-6 used to be recorded as ApproxDPEvent(epsilon, 1e-5), which
     a ledger at 1e-6 prices at inf."""
-    with default_accountant(PrivacyAccountant()) as acc:  # delta 1e-6, no budget
+    with default_accountant(PrivacyAccountant(delta=1e-6)) as acc:  # no budget
         search = _random_search(None, refit).fit(*reg_data)
     assert acc.delta == 1e-6
     stop = search.privacy_events_[0]
@@ -376,9 +376,10 @@ def test_a_block_in_this_process_beats_a_detached_pickled_default(data):
 
 @pytest.mark.parametrize("kind", ["estimator", "search", "boosting"])
 def test_a_refusal_explains_a_release_asked_for_at_a_larger_delta(data, kind):
-    # The most likely first stumble: a budget of epsilon 1 refuses a fit at
-    # epsilon 1, since the fit's default delta (1e-5 here) is larger than the
-    # accountant's (1e-6), where the fit costs 1.14.
+    # A budget of epsilon 1 refuses a fit at epsilon 1 asked for at a delta
+    # (1e-5) larger than the accountant's (1e-6), where the fit costs 1.14.
+    # (It was the most likely first stumble, with the default delta 1e-5: the
+    # default is now at most the accountant's delta.)
     from dp_glm_sklearn import DPConfidenceBoosting, DPGridSearchCV
 
     X, y = data
@@ -395,11 +396,12 @@ def test_a_refusal_explains_a_release_asked_for_at_a_larger_delta(data, kind):
 
     acc = PrivacyAccountant(epsilon=1.0, delta=1e-6)
     with pytest.raises(BudgetExceededError, match="costs epsilon=1.14") as info:
-        make(acc, None).fit(X, y)
+        make(acc, 1e-5).fit(X, y)
     assert "asked for at (epsilon=1, delta=1e-05)" in str(info.value)
     assert "Asked for at delta=1e-06, it would cost exactly epsilon=1 on its own." in str(
         info.value)
-    make(acc, 1e-6).fit(X, y)  # as the message says
+    fitted = make(acc, None).fit(X, y)  # the default delta: the accountant's
+    assert fitted.privacy_spent_[1] == 1e-6
     assert acc.spent()[0] == pytest.approx(1.0, rel=1e-9)
     with pytest.raises(BudgetExceededError) as info:  # over budget at the same delta
         make(acc, 1e-6).fit(X, y)

@@ -130,7 +130,8 @@ def test_user_guide_accountant_numbers(executed):
     text = read("docs/user_guide.md")
     count, fit_eps, total, acc_delta, fifth, budget = quoted(
         text,
-        rf"(\w+) fits of epsilon {NUMBER} \(each at\s+its default delta, below 1/n\) compose, "
+        rf"(\w+) fits of epsilon {NUMBER} \(each at\s+its default delta, the accountant's\) "
+        rf"compose, "
         rf"exactly in Gaussian DP, to {NUMBER} at the\s+accountant's delta = {NUMBER}; a fifth "
         rf"would bring the total to {NUMBER} > {NUMBER}",
         "docs/user_guide.md section 4")
@@ -161,7 +162,7 @@ def test_random_stopping_figures(where):
     text = read(where) if where.endswith(".md") else DPRandomizedSearchCV.__doc__
     eps, delta, cost, acc_delta = quoted(
         text, rf"a search at \({NUMBER}, {NUMBER}\) costs about {NUMBER} at (?:the default "
-        rf"accountant's )?{NUMBER}", where)
+        rf"accountant's |an accountant's delta of )?{NUMBER}", where)
     eps, delta = float(eps), float(delta)
     mu = random_stopping_mu(eps, delta, 10.0)
     charged = compose([RandomStoppingEvent(mu, 10.0, "logarithmic")], float(acc_delta))

@@ -23,6 +23,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import Normalizer
 
 from dp_glm_sklearn import (
+    BudgetExceededError,
     DPConfidenceBoosting,
     DPGridSearchCV,
     DPHuberRegressor,
@@ -387,12 +388,27 @@ def test_rows_are_clipped_to_feature_norm(method, options):
     np.testing.assert_allclose(DPLinearRegression(**kw).fit(clipped, y).coef_, a, rtol=1e-10)
 
 
-def test_default_delta_is_n_to_the_minus_one_and_a_half_capped_at_1e_5():
+def test_default_delta_is_n_to_the_minus_one_and_a_half_capped_at_1e_5_and_the_budget():
     # The documented rule, written out (not read from default_delta).
     X, y = _regression(n=5000, d=2)
     for n, expected in ((5000, 5000 ** -1.5), (3000, 3000 ** -1.5), (2000, 1e-5), (10, 1e-5)):
         fitted = DPLinearRegression(y_bound=10, random_state=0).fit(X[:n], y[:n])
         assert fitted.privacy_spent_[1] == expected
+    # ... and at most the delta of the accountant charged, where a fit at
+    # epsilon then costs exactly epsilon (a default fit at 1e-5 cost 1.14 at
+    # an accountant's 1e-6, and a budget of 1 refused it); a pure-DP ledger's
+    # delta=0 is ignored (and the fit refused by its own message).
+    for budget_delta, n, expected in ((1e-6, 2000, 1e-6), (1e-6, 5000, 1e-6),
+                                      (1e-4, 2000, 1e-5), (1e-5, 5000, 5000 ** -1.5)):
+        acc = PrivacyAccountant(epsilon=1.0, delta=budget_delta)
+        fitted = DPLinearRegression(y_bound=10, random_state=0, accountant=acc).fit(X[:n], y[:n])
+        assert fitted.privacy_spent_[1] == expected
+        assert acc.spent()[0] <= 1.0
+    with pytest.raises(BudgetExceededError, match="delta=0 admits no Gaussian release"):
+        DPLinearRegression(accountant=PrivacyAccountant(epsilon=1.0, delta=0.0)).fit(X, y)
+    from dp_glm_sklearn import get_default_accountant
+
+    assert get_default_accountant().delta == 1e-5  # a default fit costs its epsilon there
 
 
 def test_labels_outside_y_bound_are_clipped_not_rejected():

@@ -25,7 +25,9 @@ _PARAMS_HEAD = """epsilon : float in (0, 1e300] or inf, default=1.0
 
     delta : float in (0, 1), default=None
         Privacy parameter delta. ``None`` uses ``min(1e-5, n_samples**-1.5)``,
-        well below ``1/n_samples`` (n is public under replace-one adjacency).
+        well below ``1/n_samples`` (n is public under replace-one adjacency),
+        and at most the delta of the accountant charged (where a fit at
+        epsilon then costs exactly epsilon).
 
     feature_norm : float > 0, default=1.0
         Public bound X on the Euclidean norm of a row of X. Rows with a

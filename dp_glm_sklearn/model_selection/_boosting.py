@@ -108,7 +108,8 @@ class DPConfidenceBoosting(_BaseDPSearch):
         without privacy; a finite epsilon above 1e300 is refused at ``fit``.
 
     delta : float in (0, 1), default=None
-        Total delta. ``None`` uses ``min(1e-5, n_samples**-1.5)``.
+        Total delta. ``None`` uses ``min(1e-5, n_samples**-1.5)``, and at
+        most the delta of the accountant charged.
 
     scoring : {"accuracy", "loss", "neg_mean_absolute_error", \
 "neg_mean_squared_error"}, default=None

@@ -323,7 +323,8 @@ _PARAMS_BUDGET = """epsilon : float in (0, 1e300] or inf, default=1.0
         epsilon above 1e300 is refused at ``fit``.
 
     delta : float in (0, 1), default=None
-        Total delta. ``None`` uses ``min(1e-5, n_samples**-1.5)``.
+        Total delta. ``None`` uses ``min(1e-5, n_samples**-1.5)``, and at
+        most the delta of the accountant charged.
 
     scoring : {{"accuracy", "loss", "neg_mean_absolute_error", \
 "neg_mean_squared_error"}}, default=None
@@ -466,6 +467,9 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         if self.scoring is not None:
             return self.scoring
         return "accuracy" if is_classifier(self.estimator) else "neg_mean_absolute_error"
+
+    def _accountant_delta(self):
+        return self._accountant(_find_dp_slot(self.estimator)).delta
 
     def _accountant(self, slot):
         if self.accountant is not None:

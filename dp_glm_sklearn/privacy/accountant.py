@@ -175,9 +175,11 @@ class PrivacyAccountant:
     ----------
     epsilon : float, default=np.inf
         Budget: the largest total epsilon allowed, in ``[0, inf]``.
-    delta : float, default=1e-6
+    delta : float, default=1e-5
         The delta at which the total is measured, in ``[0, 1)``.  Use
-        ``delta`` well below ``1 / n_samples``.  ``delta=0`` is accepted for
+        ``delta`` well below ``1 / n_samples``.  A fit with ``delta=None``
+        is asked for at most at this delta, where it costs exactly its
+        epsilon.  ``delta=0`` is accepted for
         a ledger of pure-DP releases only (:class:`~.events.PureDPEvent`, or
         :class:`~.events.ApproxDPEvent` with ``delta=0``, which compose to a
         finite epsilon at delta 0): it admits no Gaussian release, so with a
@@ -236,7 +238,7 @@ class PrivacyAccountant:
     1.7083
     """
 
-    def __init__(self, epsilon=np.inf, delta=1e-6):
+    def __init__(self, epsilon=np.inf, delta=1e-5):
         self._epsilon = _check_real("epsilon", epsilon)
         try:
             self._delta = _check_real("delta", delta, high=1.0)
@@ -542,7 +544,8 @@ def _check_release(accountant, events, epsilon, delta):
     """``accountant.check(events)`` for a release asked for at ``(epsilon, delta)``.
 
     The accountant measures every release at its own delta; a release
-    asked for at a larger delta costs more than its epsilon there (a fit at
+    asked for at a larger delta (given explicitly: ``delta=None`` takes at
+    most the accountant's) costs more than its epsilon there (a fit at
     (1, 1e-5) costs 1.14 at 1e-6), and a refusal says so.
     """
     try:
@@ -616,7 +619,7 @@ def _user_default_accountant():
 def get_default_accountant():
     """The process-wide accountant used by estimators given ``accountant=None``.
 
-    It has an infinite epsilon budget and ``delta=1e-6``: it never refuses,
+    It has an infinite epsilon budget and ``delta=1e-5``: it never refuses,
     but it records every release, so :meth:`PrivacyAccountant.report` shows
     what an analysis spent.  It belongs to its process: an estimator with
     ``accountant=None`` fitted in a worker process (e.g. joblib's ``loky``
