@@ -731,6 +731,13 @@ def test_label_not_in_declared_classes_is_an_error():
         est.fit(X, 7 * (np.arange(30) % 3))
     assert "14" not in str(info.value)  # the offending label (private) is not echoed
     assert not hasattr(est, "coef_") and acc.history == []  # nothing trained or charged
+    # The likeliest cause inside scikit-learn's classifier wrappers, named.
+    from sklearn.multiclass import OneVsRestClassifier
+
+    with pytest.raises(ValueError, match="OneVsRestClassifier, y is re-encoded as 0, ..., k-1"):
+        OneVsRestClassifier(DPLogisticRegression(classes=["no", "yes"], accountant=acc)).fit(
+            X, np.array(["no", "yes"] * 15))
+    assert acc.history == []
 
 
 def test_continuous_declared_classes_are_refused_before_y_is_read():

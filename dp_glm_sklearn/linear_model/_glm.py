@@ -645,7 +645,9 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
             if unknown:  # else: the error below
                 raise ValueError(
                     "y contains labels not in the declared 'classes' parameter "
-                    f"{classes.tolist()}; every label must be one of them."
+                    f"{classes.tolist()}; every label must be one of them. (Inside "
+                    "scikit-learn's VotingClassifier, StackingClassifier, BaggingClassifier "
+                    "or OneVsRestClassifier, y is re-encoded as 0, ..., k-1: declare those.)"
                 )
         if classes.size < 2:  # (read from y: declared ones are checked as a parameter)
             # A label read from y is a value of the private data: not shown.
