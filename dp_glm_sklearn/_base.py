@@ -141,6 +141,7 @@ def _validate_data_quietly(estimator, *args, **kwargs):
     name = type(estimator).__name__
     for data, what in zip(args, ("X", "y"), strict=False):  # (predict passes X alone)
         _refuse_temporal(data, name, what)
+        _refuse_pandas_missing(data, name, what)
     try:
         with np.errstate(all="ignore"):
             return validate_data(estimator, *args, **kwargs)
@@ -149,6 +150,31 @@ def _validate_data_quietly(estimator, *args, **kwargs):
         if error is None:
             raise
     raise error
+
+
+def _refuse_pandas_missing(data, name, what):
+    """Refuse a missing value (pd.NA, None, NaN) in a pandas object of objects,
+    strings or another extension dtype.
+
+    scikit-learn's NaN check compares such values with themselves: pd.NA
+    raised "boolean value of NA is ambiguous" (with numpy < 1.25, an
+    AttributeError).  Numeric numpy columns are left to that check.
+    """
+    isna = getattr(data, "isna", None)
+    dtypes = getattr(data, "dtypes", getattr(data, "dtype", None))  # (a pandas array: dtype)
+    if not callable(isna) or dtypes is None:
+        return
+    if hasattr(dtypes, "items"):  # a DataFrame: its non-numpy or object columns
+        columns = [column for column, dtype in dtypes.items()
+                   if not isinstance(dtype, np.dtype) or dtype.kind == "O"]
+        missing = bool(columns) and bool(data[columns].isna().to_numpy().any())
+    elif not isinstance(dtypes, np.dtype) or dtypes.kind == "O":  # a Series or an array
+        missing = bool(np.asarray(isna()).any())
+    else:
+        return
+    if missing:
+        raise ValueError(f"{name}: Input {what} contains NaN or another missing value "
+                         "(pd.NA, None); drop or impute those rows first.")
 
 
 def _temporal(dtype):

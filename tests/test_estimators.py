@@ -1176,8 +1176,11 @@ def test_missing_labels_and_ragged_rows_get_clear_errors():
     na_strings = pd.array(["a", "b"] * 24 + [pd.NA, "a"], dtype="string")
     # scikit-learn's NaN check met pandas' pd.NA: "boolean value of NA is ambiguous".
     for y in (na_strings, pd.Series(na_strings)):
-        with pytest.raises(ValueError, match="pd.NA"):
+        with pytest.raises(ValueError, match=r"Input y contains NaN or another missing value"):
             DPLogisticRegression(accountant=acc).fit(X, y)
+    frame = pd.DataFrame({"a": X[:, 0], "b": pd.array([1, None] * 25, dtype="Int64")})
+    with pytest.raises(ValueError, match=r"Input X contains NaN or another missing value"):
+        DPLinearRegression(accountant=acc).fit(frame, np.zeros(50))
     # None among string labels was "y mixes labels of different types".
     with pytest.raises(ValueError, match="missing labels"):
         DPLogisticRegression(accountant=acc).fit(X, np.array(["a", None] * 25, dtype=object))

@@ -1,6 +1,7 @@
 """Tests of the private selection mechanisms (dp_glm_sklearn.privacy.selection)."""
 
 import math
+import sys
 
 import numpy as np
 import pytest
@@ -554,6 +555,36 @@ def test_pure_dp_conversions_round_on_the_safe_side():
             epsilon = gdp_pure_epsilon(float(mu))
             assert exact * (1 - 1e-13) <= epsilon <= exact
             assert gdp_bounded_range_epsilon(float(mu)) == 2 * epsilon
+
+
+def test_pure_dp_conversions_stay_safe_on_subnormals_and_beyond_the_floats():
+    # Subnormals: the relative rounding-down did nothing to an absolute error
+    # (gdp_pure_epsilon(1e-323) was 1e-323, exact 7.9e-324), and halving a
+    # subnormal epsilon rounded down (bounded_range_gdp_mu(5e-324) was 0).
+    # Huge mu: gdp_pure_epsilon was inf from mu ~ 3.8e154, above an exact
+    # value that may still be a float (adversarial check).
+    import mpmath
+
+    with mpmath.workdps(60):
+        def exact_epsilon(mu):
+            x = mpmath.mpf(mu) / 2
+            if x > 1e100:  # -log Phi(-x), asymptotically (log Phi(x) ~ 0)
+                return x * x / 2 + mpmath.log(x) + mpmath.log(mpmath.sqrt(2 * mpmath.pi))
+            return 2 * mpmath.atanh(mpmath.erf(x / mpmath.sqrt(2)))
+
+        def exact_mu(epsilon):
+            return 2 * mpmath.sqrt(2) * mpmath.erfinv(mpmath.tanh(mpmath.mpf(epsilon) / 2))
+
+        for k in (1, 2, 3, 10, 99, 2**20):
+            tiny = k * math.ulp(0.0)
+            assert gdp_pure_epsilon(tiny) <= exact_epsilon(tiny)
+            assert pure_dp_gdp_mu(tiny) >= exact_mu(tiny)
+            assert bounded_range_gdp_mu(tiny) >= exact_mu(mpmath.mpf(tiny) / 2)
+        for mu in (2.6e154, 3.7923007632436704e154, 4e154, 1e300):
+            assert gdp_pure_epsilon(mu) <= exact_epsilon(mu)
+            assert math.isfinite(gdp_pure_epsilon(mu))
+        mu = pure_dp_gdp_mu(sys.float_info.max)
+        assert exact_epsilon(mu) >= sys.float_info.max
 
 
 def test_random_stopping_helpers_refuse_invalid_numbers():

@@ -435,8 +435,11 @@ def _compose_summary(mu, others, runs, delta):
     if not others:
         return gdp_epsilon(mu, delta)
     basic = _basic_composition(mu, others, delta)
-    scale = math.fsum(eps for eps, _ in others) + gdp_epsilon(mu, delta)
-    if scale == math.inf:  # delta = 0 with Gaussian events: basic is inf
+    try:  # (the PLD's grid: a scale, not a bound; its exact value moves the grid)
+        scale = math.fsum(eps for eps, _ in others) + gdp_epsilon(mu, delta)
+    except OverflowError:  # an intermediate sum beyond the floats
+        scale = math.inf
+    if scale == math.inf:  # delta = 0 with Gaussian events, or huge epsilons: basic is inf
         return basic
     interval = max(_PLD_DISCRETIZATION, _PLD_RELATIVE_DISCRETIZATION * scale)
     try:
@@ -617,10 +620,13 @@ def _sum_rounded(values, direction):
     exact sum 1.20000000000000001); the sign of its error, taken exactly by a
     second ``fsum``, says whether to step one float toward ``direction``.
     """
-    total = math.fsum(values)
-    if math.isinf(total) or math.isnan(total):
-        return total
-    error = math.fsum([*values, -total])  # exact sum - total, correctly rounded
+    try:
+        total = math.fsum(values)
+        if math.isinf(total) or math.isnan(total):
+            return total
+        error = math.fsum([*values, -total])  # exact sum - total, correctly rounded
+    except OverflowError:  # an intermediate sum beyond the floats: a bound in direction
+        return direction
     if error != 0.0 and (error > 0.0) == (direction > 0.0):
         return math.nextafter(total, direction)
     return total

@@ -134,9 +134,10 @@ def pure_dp_gdp_mu(epsilon):
     # the exact epsilon of mu, so mu is never below the truth.
     for _ in range(1000):
         if gdp_pure_epsilon(mu) >= epsilon:
-            break
+            return mu
         mu = max(mu * (1.0 + 2.0**-50), math.nextafter(mu, math.inf))
-    return mu
+    raise RuntimeError(  # pragma: no cover - at most 26 steps were seen
+        f"pure_dp_gdp_mu({epsilon!r}) could not confirm its result")
 
 
 def gdp_pure_epsilon(mu):
@@ -172,10 +173,19 @@ def gdp_pure_epsilon(mu):
         epsilon = 2.0 * math.atanh(float(erf(mu / (2.0 * math.sqrt(2.0)))))
     else:
         epsilon = float(log_ndtr(mu / 2.0) - log_ndtr(-mu / 2.0))
+    if epsilon == math.inf:
+        # (From mu ~ 2.7e154, log_ndtr(-mu/2) overflows.)  The exact value
+        # is above (mu/2)**2 / 2, since -log Phi(-x) > x**2 / 2 + log x for
+        # large x; beyond the floats, the largest float is below it too.
+        half = mu / 2.0
+        return min(half * (half / 2.0) * (1.0 - 2.0**-50), sys.float_info.max)
     # Rounded down: a selection run at this epsilon must stay within mu.
     # erf, atanh and log_ndtr are accurate to a few units in the last place
-    # (2**-46 is 64 of them).
-    return epsilon * (1.0 - 2.0**-46)
+    # (2**-46 is 64 of them); on subnormals their error is absolute.
+    epsilon *= 1.0 - 2.0**-46
+    if epsilon < sys.float_info.min:
+        epsilon = max(0.0, epsilon - 64 * math.ulp(0.0))
+    return epsilon
 
 
 def bounded_range_gdp_mu(epsilon):
@@ -237,7 +247,10 @@ def bounded_range_gdp_mu(epsilon):
     1.232
     """
     epsilon = _check_real("epsilon", epsilon)
-    return pure_dp_gdp_mu(epsilon / 2.0)
+    half = epsilon / 2.0
+    if half * 2.0 != epsilon:  # (a subnormal epsilon: halving rounded)
+        half = math.nextafter(half, math.inf)
+    return pure_dp_gdp_mu(half)
 
 
 def gdp_bounded_range_epsilon(mu):

@@ -320,7 +320,9 @@ def test_noise_helpers_refuse_invalid_numbers():
     # NaN noise scale, had a caller passed them.
     from dp_glm_sklearn.privacy.calibration import gdp_mu_of_noise, gdp_sigma
 
-    for call, name in [(lambda: gdp_sigma(1.0, math.nan), "mu"),
+    for call, name in [(lambda: gdp_sigma(1.0, 1.0, math.nan), "n_compositions"),
+                       (lambda: gdp_mu_of_noise(1.0, 1.0, -1), "n_compositions"),
+                       (lambda: gdp_sigma(1.0, math.nan), "mu"),
                        (lambda: gdp_sigma(1.0, -1.0), "mu"),
                        (lambda: gdp_sigma(1.0, 0.0), "mu"),
                        (lambda: gdp_sigma(-1.0, 1.0), "sensitivity"),
@@ -328,4 +330,42 @@ def test_noise_helpers_refuse_invalid_numbers():
                        (lambda: gdp_mu_of_noise(1.0, math.nan), "sigma")]:
         with pytest.raises(ValueError, match=name):
             call()
-    assert gdp_sigma(2.0, 4.0, 4) == 1.0 and gdp_mu_of_noise(2.0, 1.0, 4) == 4.0
+    # (Rounded up by a few units in the last place.)
+    assert 1.0 <= gdp_sigma(2.0, 4.0, 4) <= 1.0 + 1e-15
+    assert 4.0 <= gdp_mu_of_noise(2.0, 1.0, 4) <= 4.0 * (1 + 1e-15)
+
+
+def test_noise_scales_and_recorded_mus_round_on_the_safe_side():
+    # Rounded to nearest, sigma could be one unit below sqrt(T) * sensitivity
+    # / mu (less noise than paid for), the mu recorded for the noise drawn one
+    # below its exact value, and sqrt(K) * mu of a grid's candidates too;
+    # gdp_mu_of_noise(1e-308, 1e308) was 0 (adversarial check).  Exact
+    # values by fractions; seeded, deterministic.
+    from fractions import Fraction
+
+    from dp_glm_sklearn.privacy.calibration import gdp_composed, gdp_mu_of_noise, gdp_sigma
+
+    rng = np.random.default_rng(0)
+    for _ in range(2000):
+        sensitivity, mu = (float(v) for v in 10.0 ** rng.uniform(-30, 30, size=2))
+        count = int(rng.integers(1, 10**6))
+        root = Fraction(math.isqrt(count))  # a lower bound of sqrt(count)
+        sigma = gdp_sigma(sensitivity, mu, count)
+        assert Fraction(sigma) * Fraction(mu) >= root * Fraction(sensitivity)
+        assert gdp_sigma(sensitivity, mu) * mu >= sensitivity  # (count 1: exact root)
+        assert Fraction(gdp_mu_of_noise(sensitivity, sigma)) * Fraction(sigma) >= Fraction(
+            sensitivity)
+        assert Fraction(gdp_composed(mu, count)) >= root * Fraction(mu)
+        square = int(rng.integers(1, 1000)) ** 2
+        assert Fraction(gdp_composed(mu, square)) >= math.isqrt(square) * Fraction(mu)
+    assert gdp_mu_of_noise(1e-308, 1e308) > 0.0
+
+
+def test_gdp_delta_does_not_warn_where_its_other_branch_overflows():
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert gdp_delta(1.0, 1e-16) == 0.0
+        assert gdp_delta(1e-200, 1e-300) >= 0.0
+        gdp_delta(1e154, 4.0)

@@ -495,3 +495,10 @@ def test_basic_composition_rounds_up():
     assert Fraction(left) <= Fraction(1e-9) - Fraction(3e-10)
     assert events_module._sum_rounded([1.0, 2.0**-60], math.inf) == math.nextafter(1.0, 2.0)
     assert events_module._sum_rounded([1.0, 2.0**-60], -math.inf) == 1.0
+    # An intermediate sum beyond the floats (math.fsum raises OverflowError):
+    # a bound in the direction asked; compose of such a ledger is inf, and
+    # an accountant holding it stays readable (it raised on every spent()).
+    assert events_module._sum_rounded([1e308, 1e308, -1e308], math.inf) == math.inf
+    assert events_module._sum_rounded([1e308, 1e308, -1e308], -math.inf) == -math.inf
+    assert compose([PureDPEvent(1.79e308), GaussianEvent(4.5e153)], 1e-5) == math.inf
+    assert compose([PureDPEvent(1e308)] * 2, 1e-5) == math.inf
