@@ -19,6 +19,7 @@ shared base (``_get_loss``, ``_y_interval``), the classifier by overriding
 ``_check_targets``, ``_public_loss`` and ``_encode_targets``.
 """
 
+import datetime
 import functools
 import os
 import threading
@@ -29,6 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn import config_context
 from sklearn.base import BaseEstimator
+from sklearn.utils import metadata_routing
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._objective import (
@@ -177,18 +179,37 @@ def _refuse_pandas_missing(data, name, what):
                          "(pd.NA, None); drop or impute those rows first.")
 
 
+#: Scalars of dates, times and durations, as they sit in arrays of objects
+#: (numpy converts np.datetime64 and np.timedelta64 to numbers silently).
+_TEMPORAL_SCALARS = (np.datetime64, np.timedelta64, datetime.date, datetime.time,
+                     datetime.timedelta)
+
+#: Names of pyarrow's temporal types, as in pandas' ArrowDtype and pyarrow's schemas.
+_ARROW_TEMPORAL = ("timestamp", "date32", "date64", "time32", "time64", "duration")
+
+
 def _temporal(dtype):
     """Whether ``dtype`` holds dates, times, durations, periods or intervals.
 
     numpy's and pandas' datetime64/timedelta64 (kind ``M``/``m``), pandas'
-    Period and Interval dtypes, polars' temporal dtypes.
+    Period and Interval dtypes, polars' temporal dtypes, pyarrow's (also
+    inside pandas' ArrowDtype, or as a dictionary's values).
     """
     if getattr(dtype, "kind", None) in ("m", "M"):
         return True
     if type(dtype).__name__ in ("PeriodDtype", "IntervalDtype"):
         return True
     is_temporal = getattr(dtype, "is_temporal", None)  # polars
-    return bool(callable(is_temporal) and is_temporal())
+    if callable(is_temporal) and is_temporal():
+        return True
+    arrow = getattr(dtype, "pyarrow_dtype", dtype)  # pandas' ArrowDtype
+    return (type(arrow).__module__.startswith("pyarrow")
+            and any(word in str(arrow) for word in _ARROW_TEMPORAL))
+
+
+def _holds_temporal_objects(values):
+    """Whether an array of objects holds a date, time or duration."""
+    return any(isinstance(value, _TEMPORAL_SCALARS) for value in np.ravel(values))
 
 
 def _refuse_temporal(data, name, what):
@@ -198,24 +219,41 @@ def _refuse_temporal(data, name, what):
     (about 1.6e18), which clipping to ``feature_norm`` makes a useless
     feature without a word; mixed with numbers it fails in numpy's words.
     Column names and dtypes are the data's schema, the same for neighbouring
-    data sets.
+    data sets; dates among objects (a column of ``np.datetime64`` scalars,
+    which numpy turns into numbers) are found by looking at the values, as
+    the conversion to numbers does.
     """
+    if isinstance(data, (list, tuple)):
+        try:
+            data = np.asarray(data)
+        except (ValueError, TypeError):  # ragged: scikit-learn's check says so
+            return
     dtypes = getattr(data, "dtypes", None)  # a pandas DataFrame
-    if dtypes is not None and hasattr(dtypes, "items"):
+    schema = getattr(data, "schema", None)
+    frame = hasattr(dtypes, "items")
+    if frame:
         columns = list(dtypes.items())
-    elif hasattr(data, "schema") and hasattr(data.schema, "items"):  # a polars DataFrame
-        columns = list(data.schema.items())
+    elif hasattr(schema, "items"):  # a polars DataFrame
+        columns = list(schema.items())
+    elif hasattr(schema, "names") and hasattr(schema, "types"):  # a pyarrow Table
+        columns = list(zip(schema.names, schema.types, strict=True))
     elif hasattr(data, "dtype"):
         columns = [(getattr(data, "name", None), data.dtype)]
     else:
         return
     for column, dtype in columns:
+        where = f"column {column!r} of {what}" if column is not None else what
         if _temporal(dtype):
-            where = f"column {column!r} of {what}" if column is not None else what
-            raise ValueError(
-                f"{name}: {where} has dtype {dtype}; {what} must hold numbers. Dates, "
-                "durations, periods and intervals are not converted (a date would become "
-                "nanoseconds since 1970): encode them as numbers with public bounds first.")
+            found = f"has dtype {dtype}"
+        elif getattr(dtype, "kind", None) == "O" and _holds_temporal_objects(
+                data[column] if frame else data):
+            found = "holds dates, times or durations"
+        else:
+            continue
+        raise ValueError(
+            f"{name}: {where} {found}; {what} must hold numbers. Dates, durations, "
+            "periods and intervals are not converted (a date would become nanoseconds "
+            "since 1970): encode them as numbers with public bounds first.")
 
 
 def _unquoted(exc, name):
@@ -474,11 +512,13 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
     }
 
     # Under scikit-learn's metadata routing, a sample_weight given to
-    # cross_validate (say) is not routed to score unless asked for with
-    # set_score_request(sample_weight=True).  Left unset (None), it was
+    # cross_validate (say) reaches score only if asked for with
+    # set_score_request(sample_weight=True); else it is ignored, with
+    # scikit-learn's warning saying so (WARN).  Left unset (None), it was
     # refused only when the first fold was scored, after its fit was charged
-    # (fit takes no sample_weight, so the check made before any fit passed).
-    __metadata_request__score = {"sample_weight": False}
+    # (fit takes no sample_weight, so the check made before any fit passed);
+    # False broke Pipeline.score, which always routes sample_weight=None.
+    __metadata_request__score = {"sample_weight": metadata_routing.WARN}
 
     # -- hooks for concrete estimators ------------------------------------
     def _encode_targets(self, y):

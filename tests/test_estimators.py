@@ -1144,12 +1144,22 @@ def _dated_frames():
         "period": pd.DataFrame({"a": x, "when": pd.period_range("2020", periods=n, freq="D")}),
         "interval": pd.DataFrame({"a": x, "when": pd.interval_range(0, n)}),
         "numpy datetime64": np.arange(n).astype("datetime64[D]").reshape(-1, 1),
+        # Among objects (numpy converts np.datetime64 to a number silently).
+        "datetime64 objects in a list": [[float(v), np.datetime64("2020-01-01")] for v in x],
+        "timedelta64 objects": np.array([[float(v), np.timedelta64(1, "D")] for v in x],
+                                        dtype=object),
+        "object column of dates": pd.DataFrame(
+            {"a": x, "when": pd.Series([np.datetime64("2020-01-01")] * n, dtype=object)}),
+        "category of dates": pd.DataFrame(
+            {"a": x, "when": pd.Series(pd.date_range("2020", periods=n)).astype("category")}),
     }
 
 
 @pytest.mark.parametrize("case", ["datetime alone", "datetime with numbers",
                                   "datetime with time zone", "timedelta", "period", "interval",
-                                  "numpy datetime64"])
+                                  "numpy datetime64", "datetime64 objects in a list",
+                                  "timedelta64 objects", "object column of dates",
+                                  "category of dates"])
 def test_dates_are_refused_by_name_before_the_charge(case):
     # A datetime column alone became nanoseconds since 1970 (about 1.6e18),
     # clipped to feature_norm without a word; with numbers, numpy's
@@ -1157,14 +1167,15 @@ def test_dates_are_refused_by_name_before_the_charge(case):
     n, frames = _dated_frames()
     X = frames[case]
     acc = PrivacyAccountant(epsilon=10.0)
-    where = "X" if isinstance(X, np.ndarray) else "column 'when' of X"
+    where = "X" if isinstance(X, (np.ndarray, list)) else "column 'when' of X"
     for est in (DPLinearRegression(accountant=acc),
                 DPLogisticRegression(classes=[0, 1], accountant=acc)):
         y = np.arange(n) % 2
-        with pytest.raises(ValueError, match=f"{where} has dtype .*must hold numbers"):
+        with pytest.raises(ValueError, match=f"{where} (has dtype|holds dates).*must hold "
+                                             "numbers"):
             est.fit(X, y)
     assert acc.history == []
-    fitted = DPLinearRegression(accountant=acc).fit(np.ones((n, X.shape[1])), np.zeros(n))
+    fitted = DPLinearRegression(accountant=acc).fit(np.ones((n, np.shape(X)[1])), np.zeros(n))
     with pytest.raises(ValueError, match="must hold numbers"):
         fitted.predict(X)
 

@@ -88,15 +88,22 @@ class _ImportableCheck(pickle.Pickler):
         if _numbers(obj):
             return _NOTHING
         if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__"):
-            module = getattr(obj, "__module__", None)
-            qualname = getattr(obj, "__qualname__", "")
-            if "<locals>" in qualname or module == "__main__" and (
-                    self.main_names is not None
-                    and qualname.split(".")[0] not in self.main_names):
-                raise NotImportableError(
-                    f"{qualname} is defined in {module}, where a worker process cannot "
-                    "find it")
+            self._refuse_unreachable(obj)
+        else:
+            # An instance's class, even when the instance pickles without it:
+            # one whose __reduce__ returns a name is pickled as __main__.<name>,
+            # which the workers could not find either (adversarial check).
+            self._refuse_unreachable(type(obj))
         return NotImplemented
+
+    def _refuse_unreachable(self, obj):
+        module = getattr(obj, "__module__", None)
+        qualname = getattr(obj, "__qualname__", "")
+        if "<locals>" in qualname or module == "__main__" and (
+                self.main_names is not None
+                and qualname.split(".")[0] not in self.main_names):
+            raise NotImportableError(
+                f"{qualname} is defined in {module}, where a worker process cannot find it")
 
 
 class _CloudCheck(cloudpickle.Pickler):

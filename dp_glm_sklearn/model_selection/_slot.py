@@ -64,8 +64,8 @@ def _warn_fitted_preprocessing(search, slot, candidates):
     fitted = list(dict.fromkeys(
         f"{name!r} ({type(step).__name__})" for name, step in steps if _learns(step)))
     if fitted:
-        density = any(isinstance(step, ColumnTransformer) and step.sparse_threshold > 0
-                      for _, step in steps)
+        density = any(isinstance(part, ColumnTransformer) and part.sparse_threshold > 0
+                      for _, step in steps for part in _parts(step))
         warn_user(
             f"{type(search).__name__}: the Pipeline step(s) {', '.join(fitted)} before the DP "
             "estimator are fitted on the private data without noise; what they learn (a "
@@ -80,6 +80,13 @@ def _warn_fitted_preprocessing(search, slot, candidates):
         )
 
 
+def _parts(step):
+    """``step`` and the estimators inside it, at any depth."""
+    if not isinstance(step, BaseEstimator):
+        return [step]
+    return [step, *step.get_params(deep=True).values()]
+
+
 def _learns(step):
     """Whether fitting ``step`` learns from the data, as far as its tags and structure tell.
 
@@ -89,9 +96,10 @@ def _learns(step):
     parts' outputs, when one is sparse) or a part's columns are chosen by a
     function of X other than ``make_column_selector`` (which reads names and
     dtypes only).  ``"passthrough"``, ``"drop"`` and
-    None learn nothing; any other step learns unless tagged as needing no fit.
+    None learn nothing; any other step learns unless tagged as needing no fit
+    (a step that is not a scikit-learn estimator included).
     """
-    if not isinstance(step, BaseEstimator):
+    if step is None or isinstance(step, str):  # "passthrough", "drop"
         return False
     if isinstance(step, Pipeline):
         return any(_learns(part) for _, part in step.steps)
@@ -101,7 +109,10 @@ def _learns(step):
         return step.sparse_threshold > 0 or _learns(step.remainder) or any(
             _learns(part) or (callable(columns) and not isinstance(columns, make_column_selector))
             for _, part, columns in step.transformers)
-    return get_tags(step).requires_fit
+    try:
+        return get_tags(step).requires_fit
+    except Exception:  # a step scikit-learn cannot read tags of: it may learn
+        return True
 
 
 def _validate_candidates(estimator, candidates, slot):
