@@ -30,7 +30,6 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn import config_context
 from sklearn.base import BaseEstimator
-from sklearn.utils import metadata_routing
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._objective import (
@@ -154,23 +153,30 @@ def _validate_data_quietly(estimator, *args, **kwargs):
     raise error
 
 
+def _of_objects(dtype):
+    """Whether a column of ``dtype`` holds Python objects (numpy's object
+    dtype, pandas' strings and categoricals: kind ``O``)."""
+    return getattr(dtype, "kind", "O") == "O"
+
+
 def _refuse_pandas_missing(data, name, what):
     """Refuse a missing value (pd.NA, None, NaN) in a pandas object of objects,
     strings or another extension dtype.
 
     scikit-learn's NaN check compares such values with themselves: pd.NA
     raised "boolean value of NA is ambiguous" (with numpy < 1.25, an
-    AttributeError).  Numeric numpy columns are left to that check.
+    AttributeError).  Numeric columns, pandas' nullable ones included, are
+    left to that check (it converts them, pd.NA to NaN), and not copied.
     """
     isna = getattr(data, "isna", None)
     dtypes = getattr(data, "dtypes", getattr(data, "dtype", None))  # (a pandas array: dtype)
     if not callable(isna) or dtypes is None:
         return
-    if hasattr(dtypes, "items"):  # a DataFrame: its non-numpy or object columns
-        columns = [column for column, dtype in dtypes.items()
-                   if not isinstance(dtype, np.dtype) or dtype.kind == "O"]
-        missing = bool(columns) and bool(data[columns].isna().to_numpy().any())
-    elif not isinstance(dtypes, np.dtype) or dtypes.kind == "O":  # a Series or an array
+    if hasattr(dtypes, "items"):  # a DataFrame: its columns of objects or strings
+        # (by position: labels such as True and False would select rows)
+        positions = [i for i, dtype in enumerate(dtypes) if _of_objects(dtype)]
+        missing = bool(positions) and bool(data.iloc[:, positions].isna().to_numpy().any())
+    elif _of_objects(dtypes):  # a Series or an array
         missing = bool(np.asarray(isna()).any())
     else:
         return
@@ -208,8 +214,10 @@ def _temporal(dtype):
 
 
 def _holds_temporal_objects(values):
-    """Whether an array of objects holds a date, time or duration."""
-    return any(isinstance(value, _TEMPORAL_SCALARS) for value in np.ravel(values))
+    """Whether an array of objects holds a date, time or duration (by the
+    distinct types of its values: a C-level pass, no copy of numbers)."""
+    return any(issubclass(kind, _TEMPORAL_SCALARS)
+               for kind in set(map(type, np.ravel(np.asarray(values, dtype=object)))))
 
 
 def _refuse_temporal(data, name, what):
@@ -220,14 +228,10 @@ def _refuse_temporal(data, name, what):
     feature without a word; mixed with numbers it fails in numpy's words.
     Column names and dtypes are the data's schema, the same for neighbouring
     data sets; dates among objects (a column of ``np.datetime64`` scalars,
-    which numpy turns into numbers) are found by looking at the values, as
-    the conversion to numbers does.
+    which numpy turns into numbers) are found by the types of the values, as
+    the conversion to numbers reads them.  (A list is left to that
+    conversion: converting it here too cost a copy.)
     """
-    if isinstance(data, (list, tuple)):
-        try:
-            data = np.asarray(data)
-        except (ValueError, TypeError):  # ragged: scikit-learn's check says so
-            return
     dtypes = getattr(data, "dtypes", None)  # a pandas DataFrame
     schema = getattr(data, "schema", None)
     frame = hasattr(dtypes, "items")
@@ -241,12 +245,19 @@ def _refuse_temporal(data, name, what):
         columns = [(getattr(data, "name", None), data.dtype)]
     else:
         return
-    for column, dtype in columns:
+    # Columns of objects are looked at in one block (one pass, however many
+    # columns), and one by one only to name the culprit.
+    objects = [i for i, (_, dtype) in enumerate(columns) if getattr(dtype, "kind", None) == "O"]
+    suspects = set()
+    if objects and _holds_temporal_objects(data.iloc[:, objects].to_numpy(dtype=object)
+                                           if frame else data):
+        suspects = {i for i in objects
+                    if not frame or _holds_temporal_objects(data.iloc[:, i].to_numpy(object))}
+    for position, (column, dtype) in enumerate(columns):
         where = f"column {column!r} of {what}" if column is not None else what
         if _temporal(dtype):
             found = f"has dtype {dtype}"
-        elif getattr(dtype, "kind", None) == "O" and _holds_temporal_objects(
-                data[column] if frame else data):
+        elif position in suspects:
             found = "holds dates, times or durations"
         else:
             continue
@@ -511,14 +522,12 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         "accountant": [PrivacyAccountant, None],
     }
 
-    # Under scikit-learn's metadata routing, a sample_weight given to
-    # cross_validate (say) reaches score only if asked for with
-    # set_score_request(sample_weight=True); else it is ignored, with
-    # scikit-learn's warning saying so (WARN).  Left unset (None), it was
-    # refused only when the first fold was scored, after its fit was charged
-    # (fit takes no sample_weight, so the check made before any fit passed);
-    # False broke Pipeline.score, which always routes sample_weight=None.
-    __metadata_request__score = {"sample_weight": metadata_routing.WARN}
+    # (Under scikit-learn's metadata routing, score's sample_weight request is
+    # left unset, as scikit-learn's estimators leave theirs: False broke
+    # Pipeline.score, which routes sample_weight=None always, and WARN warned
+    # on every Pipeline.score.  A sample_weight routed by cross_validate
+    # without set_score_request then fails when the first fold is scored,
+    # after its fit: user guide, section 3.)
 
     # -- hooks for concrete estimators ------------------------------------
     def _encode_targets(self, y):

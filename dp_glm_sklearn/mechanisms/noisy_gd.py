@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from ..losses import LogisticLoss, MultinomialLoss
-from ..privacy.calibration import gaussian_sigma, gdp_mu_of_noise
+from ..privacy.calibration import gaussian_sigma, gdp_mu
 from ..privacy.events import GaussianEvent
 from ..privacy.noise import add_gaussian_noise
 from ._common import Calibration, project_ball
@@ -106,7 +106,11 @@ def calibrate_noisy_gd(problem, epsilon, delta, max_iter):
     """
     sensitivity = 2.0 * problem.lipschitz / problem.n_samples
     sigma = gaussian_sigma(sensitivity, epsilon, delta, n_compositions=max_iter)
-    event = GaussianEvent(mu=gdp_mu_of_noise(sensitivity, sigma, max_iter), label="noisy_gd")
+    # sigma is rounded up from gdp_mu(epsilon, delta), so the steps are at most
+    # that mu-GDP: the event records it (recomputed from sigma, rounded up, it
+    # came out a few units above, and privacy_spent_ one unit above epsilon
+    # at epsilon ~ 1e15).
+    event = GaussianEvent(mu=gdp_mu(epsilon, delta), label="noisy_gd")
     return Calibration(
         sigma=float(sigma),
         events=(event,),

@@ -81,7 +81,7 @@ import numpy as np
 
 from .._objective import sequential_terms
 from ..losses import SquaredLoss
-from ..privacy.calibration import gaussian_sigma, gdp_mu, gdp_mu_of_noise
+from ..privacy.calibration import gaussian_sigma, gdp_mu
 from ..privacy.events import GaussianEvent
 from ..privacy.noise import add_gaussian_noise
 from ._common import Calibration, project_ball
@@ -170,8 +170,12 @@ def calibrate_output_perturbation(problem, epsilon, delta, l2=None):
     if mu == math.inf:
         sigma, event_mu = 0.0, math.inf
     else:
+        # sigma is rounded up, so the noise drawn is at most mu-GDP: the event
+        # records mu itself (recomputed from sigma, rounded up, it came out a
+        # few units above mu, and privacy_spent_ one unit above epsilon at
+        # epsilon ~ 1e15).
         sigma = gaussian_sigma(sensitivity, epsilon, delta)
-        event_mu = gdp_mu_of_noise(sensitivity, sigma)
+        event_mu = mu
     max_steps = guaranteed_steps(problem, lam, accuracy)
     if max_steps > MAX_GUARANTEED_STEPS:
         # The certificate usually holds after a few steps, but when the

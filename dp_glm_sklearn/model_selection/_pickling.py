@@ -89,21 +89,29 @@ class _ImportableCheck(pickle.Pickler):
             return _NOTHING
         if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__"):
             self._refuse_unreachable(obj)
-        else:
-            # An instance's class, even when the instance pickles without it:
-            # one whose __reduce__ returns a name is pickled as __main__.<name>,
-            # which the workers could not find either (adversarial check).
-            self._refuse_unreachable(type(obj))
+        elif self._unreachable(type(obj)):
+            # An instance pickled without its class: one whose __reduce__
+            # returns a name is pickled as a global of __main__, which the
+            # workers could not find either (adversarial check).  (Otherwise
+            # the class, or what __reduce__ returns, is pickled and checked.)
+            reduced = obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)  # (as the checks pickle)
+            if isinstance(reduced, str):
+                raise NotImportableError(
+                    f"{reduced} is a global of {type(obj).__module__}, where a worker "
+                    "process cannot find it")
         return NotImplemented
 
-    def _refuse_unreachable(self, obj):
+    def _unreachable(self, obj):
         module = getattr(obj, "__module__", None)
         qualname = getattr(obj, "__qualname__", "")
-        if "<locals>" in qualname or module == "__main__" and (
-                self.main_names is not None
-                and qualname.split(".")[0] not in self.main_names):
+        return "<locals>" in qualname or module == "__main__" and (
+            self.main_names is not None and qualname.split(".")[0] not in self.main_names)
+
+    def _refuse_unreachable(self, obj):
+        if self._unreachable(obj):
             raise NotImportableError(
-                f"{qualname} is defined in {module}, where a worker process cannot find it")
+                f"{getattr(obj, '__qualname__', '')} is defined in "
+                f"{getattr(obj, '__module__', None)}, where a worker process cannot find it")
 
 
 class _CloudCheck(cloudpickle.Pickler):

@@ -74,7 +74,7 @@ from joblib import effective_n_jobs
 from joblib.parallel import get_active_backend
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
-from sklearn.utils import get_tags, metadata_routing
+from sklearn.utils import get_tags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import (
@@ -442,11 +442,6 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         "random_state": ["random_state", np.random.Generator],
         "accountant": [PrivacyAccountant, None],
     }
-
-    # As the estimators' (dp_glm_sklearn/_base.py): a routed sample_weight is
-    # ignored by score, with a warning, unless asked for; never refused after
-    # a fit was charged.
-    __metadata_request__score = {"sample_weight": metadata_routing.WARN}
 
     @property
     def best_score_(self):

@@ -25,6 +25,7 @@ and this curve is tight: no smaller delta holds for that epsilon.
 
 import math
 import numbers
+import sys
 
 import numpy as np
 from scipy.optimize import brentq
@@ -406,6 +407,16 @@ def _check_count(n_compositions):
 _UP = 1.0 + 2.0**-50
 
 
+def _rounded_up(value):
+    """``value``, a product or quotient of a few rounded factors, stepped above
+    its exact value: relatively, and on subnormals, where rounding errors are
+    absolute, by a few of the smallest floats."""
+    value *= _UP
+    if 0.0 < value < sys.float_info.min:
+        value += 4.0 * math.ulp(0.0)
+    return value
+
+
 def gaussian_sigma(sensitivity, epsilon, delta, n_compositions=1):
     """Noise scale of a Gaussian mechanism composed ``n_compositions`` times.
 
@@ -462,7 +473,7 @@ def gdp_sigma(sensitivity, mu, n_compositions=1):
     if mu == _INF or sensitivity == 0.0:
         return 0.0
     # (Rounded up: more noise than the exact quotient, never less.)
-    sigma = math.sqrt(n_compositions) * sensitivity / mu * _UP
+    sigma = _rounded_up(math.sqrt(n_compositions) * sensitivity / mu)
     if sigma == 0.0:
         raise ValueError(
             f"The noise scale underflows to 0 (sensitivity {sensitivity:.3g} at mu={mu:.3g}-GDP): "
@@ -481,7 +492,7 @@ def gdp_mu_of_noise(sensitivity, sigma, n_compositions=1):
         return _INF
     # Rounded up (the mu recorded is never below that of the noise drawn),
     # and not to 0 for a positive sensitivity.
-    mu = math.sqrt(n_compositions) * sensitivity / sigma * _UP
+    mu = _rounded_up(math.sqrt(n_compositions) * sensitivity / sigma)
     return float(mu if mu > 0.0 or sensitivity == 0.0 else math.ulp(0.0))
 
 
@@ -504,7 +515,7 @@ def gdp_per_release(mu, count):
 def gdp_composed(mu, count):
     """GDP parameter ``sqrt(count) * mu`` of ``count`` adaptive mu-GDP releases
     (rounded up)."""
-    return mu if count == 1 else math.sqrt(count) * mu * _UP
+    return mu if count == 1 else _rounded_up(math.sqrt(count) * mu)
 
 
 def gdp_parallel(*mus):
