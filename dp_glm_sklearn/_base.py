@@ -21,6 +21,7 @@ shared base (``_get_loss``, ``_y_interval``), the classifier by overriding
 
 import datetime
 import functools
+import itertools
 import os
 import threading
 import weakref
@@ -229,9 +230,21 @@ def _refuse_temporal(data, name, what):
     Column names and dtypes are the data's schema, the same for neighbouring
     data sets; dates among objects (a column of ``np.datetime64`` scalars,
     which numpy turns into numbers) are found by the types of the values, as
-    the conversion to numbers reads them.  (A list is left to that
-    conversion: converting it here too cost a copy.)
+    the conversion to numbers reads them (in a list of rows too, without
+    converting it).
     """
+    if isinstance(data, (list, tuple)):  # rows: their values' types, without a copy
+        values = data
+        if data and isinstance(data[0], (list, tuple, np.ndarray)):
+            values = itertools.chain.from_iterable(
+                row if isinstance(row, (list, tuple, np.ndarray)) else [row] for row in data)
+        if any(issubclass(kind, _TEMPORAL_SCALARS) for kind in set(map(type, values))):
+            raise ValueError(
+                f"{name}: {what} holds dates, times or durations; {what} must hold numbers. "
+                "Dates, durations, periods and intervals are not converted (a date would "
+                "become nanoseconds since 1970): encode them as numbers with public "
+                "bounds first.")
+        return
     dtypes = getattr(data, "dtypes", None)  # a pandas DataFrame
     schema = getattr(data, "schema", None)
     frame = hasattr(dtypes, "items")

@@ -1145,6 +1145,7 @@ def _dated_frames():
         "interval": pd.DataFrame({"a": x, "when": pd.interval_range(0, n)}),
         "numpy datetime64": np.arange(n).astype("datetime64[D]").reshape(-1, 1),
         # Among objects (numpy converts np.datetime64 to a number silently).
+        "datetime64 objects in a list": [[float(v), np.datetime64("2020-01-01")] for v in x],
         "timedelta64 objects": np.array([[float(v), np.timedelta64(1, "D")] for v in x],
                                         dtype=object),
         "object column of dates": pd.DataFrame(
@@ -1156,8 +1157,8 @@ def _dated_frames():
 
 @pytest.mark.parametrize("case", ["datetime alone", "datetime with numbers",
                                   "datetime with time zone", "timedelta", "period", "interval",
-                                  "numpy datetime64", "timedelta64 objects",
-                                  "object column of dates",
+                                  "numpy datetime64", "datetime64 objects in a list",
+                                  "timedelta64 objects", "object column of dates",
                                   "category of dates"])
 def test_dates_are_refused_by_name_before_the_charge(case):
     # A datetime column alone became nanoseconds since 1970 (about 1.6e18),
@@ -1166,7 +1167,7 @@ def test_dates_are_refused_by_name_before_the_charge(case):
     n, frames = _dated_frames()
     X = frames[case]
     acc = PrivacyAccountant(epsilon=10.0)
-    where = "X" if isinstance(X, np.ndarray) else "column 'when' of X"
+    where = "X" if isinstance(X, (np.ndarray, list)) else "column 'when' of X"
     for est in (DPLinearRegression(accountant=acc),
                 DPLogisticRegression(classes=[0, 1], accountant=acc)):
         y = np.arange(n) % 2
@@ -1174,7 +1175,7 @@ def test_dates_are_refused_by_name_before_the_charge(case):
                                              "numbers"):
             est.fit(X, y)
     assert acc.history == []
-    fitted = DPLinearRegression(accountant=acc).fit(np.ones((n, X.shape[1])), np.zeros(n))
+    fitted = DPLinearRegression(accountant=acc).fit(np.ones((n, np.shape(X)[1])), np.zeros(n))
     with pytest.raises(ValueError, match="must hold numbers"):
         fitted.predict(X)
 

@@ -588,6 +588,9 @@ def test_pure_dp_conversions_stay_safe_on_subnormals_and_beyond_the_floats():
             assert math.isfinite(gdp_pure_epsilon(mu))
         mu = pure_dp_gdp_mu(sys.float_info.max)
         assert exact_epsilon(mu) >= sys.float_info.max
+        # (2 * gdp_pure_epsilon overflowed to inf, whose inverse is inf > mu.)
+        assert gdp_bounded_range_epsilon(3e154) == sys.float_info.max
+        assert bounded_range_gdp_mu(sys.float_info.max) <= 3e154
 
 
 def test_random_stopping_helpers_refuse_invalid_numbers():

@@ -31,6 +31,7 @@ Arrays of numbers always pickle; they are skipped, so that large data are
 not copied for the check.
 """
 
+import copyreg
 import multiprocessing
 import os
 import pickle
@@ -89,12 +90,16 @@ class _ImportableCheck(pickle.Pickler):
             return _NOTHING
         if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__"):
             self._refuse_unreachable(obj)
-        elif self._unreachable(type(obj)):
+        elif self._unreachable(type(obj)) and type(obj) not in copyreg.dispatch_table:
             # An instance pickled without its class: one whose __reduce__
             # returns a name is pickled as a global of __main__, which the
             # workers could not find either (adversarial check).  (Otherwise
-            # the class, or what __reduce__ returns, is pickled and checked.)
-            reduced = obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)  # (as the checks pickle)
+            # the class, or what __reduce__ returns, is pickled and checked;
+            # so is what a reducer registered with copyreg returns.)
+            try:
+                reduced = obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)  # (as the checks pickle)
+            except Exception:  # the pickling below raises it, as a failure of the check
+                return NotImplemented
             if isinstance(reduced, str):
                 raise NotImportableError(
                     f"{reduced} is a global of {type(obj).__module__}, where a worker "

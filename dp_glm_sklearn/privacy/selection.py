@@ -276,7 +276,7 @@ def gdp_bounded_range_epsilon(mu):
     >>> round(gdp_bounded_range_epsilon(1.232), 3)
     2.0
     """
-    epsilon = 2.0 * gdp_pure_epsilon(mu)
+    epsilon = min(2.0 * gdp_pure_epsilon(mu), sys.float_info.max) if mu < math.inf else mu
     # Lowered until the inverse confirms it, so that the event recorded for a
     # selection run at it, bounded_range_gdp_mu(epsilon), stays within mu:
     # from epsilon ~ 1400, pure_dp_gdp_mu starts 6.6e-13 above the exact
