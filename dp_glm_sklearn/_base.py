@@ -21,7 +21,6 @@ shared base (``_get_loss``, ``_y_interval``), the classifier by overriding
 
 import datetime
 import functools
-import itertools
 import os
 import threading
 import weakref
@@ -141,9 +140,18 @@ def _validate_data_quietly(estimator, *args, **kwargs):
     by an element-wise check).
     """
     name = type(estimator).__name__
-    for data, what in zip(args, ("X", "y"), strict=False):  # (predict passes X alone)
-        _refuse_temporal(data, name, what)
-        _refuse_pandas_missing(data, name, what)
+    args = list(args)
+    for i, what in enumerate(("X", "y")[:len(args)]):  # (predict passes X alone)
+        if isinstance(args[i], (list, tuple)):
+            # Converted here, once, as scikit-learn would: the checks below then
+            # see every value, however the rows are built (dates in rows of
+            # pandas Series or of 0-d arrays, a first row of another kind).
+            try:
+                args[i] = np.asarray(args[i])
+            except (ValueError, TypeError):  # ragged: scikit-learn's check says so
+                pass
+        _refuse_temporal(args[i], name, what)
+        _refuse_pandas_missing(args[i], name, what)
     try:
         with np.errstate(all="ignore"):
             return validate_data(estimator, *args, **kwargs)
@@ -216,9 +224,16 @@ def _temporal(dtype):
 
 def _holds_temporal_objects(values):
     """Whether an array of objects holds a date, time or duration (by the
-    distinct types of its values: a C-level pass, no copy of numbers)."""
-    return any(issubclass(kind, _TEMPORAL_SCALARS)
-               for kind in set(map(type, np.ravel(np.asarray(values, dtype=object)))))
+    distinct types of its values: a C-level pass, no copy of numbers; arrays
+    among the values, such as 0-d ones from a list of rows, by their own)."""
+    values = np.ravel(np.asarray(values, dtype=object))
+    kinds = set(map(type, values))
+    if any(issubclass(kind, _TEMPORAL_SCALARS) for kind in kinds):
+        return True
+    return any(issubclass(kind, np.ndarray) for kind in kinds) and any(
+        isinstance(value, np.ndarray) and (_temporal(value.dtype) or (
+            value.dtype.kind == "O" and value.size and _holds_temporal_objects(value)))
+        for value in values)
 
 
 def _refuse_temporal(data, name, what):
@@ -230,21 +245,9 @@ def _refuse_temporal(data, name, what):
     Column names and dtypes are the data's schema, the same for neighbouring
     data sets; dates among objects (a column of ``np.datetime64`` scalars,
     which numpy turns into numbers) are found by the types of the values, as
-    the conversion to numbers reads them (in a list of rows too, without
-    converting it).
+    the conversion to numbers reads them (a list is converted to an array
+    first, by :func:`_validate_data_quietly`).
     """
-    if isinstance(data, (list, tuple)):  # rows: their values' types, without a copy
-        values = data
-        if data and isinstance(data[0], (list, tuple, np.ndarray)):
-            values = itertools.chain.from_iterable(
-                row if isinstance(row, (list, tuple, np.ndarray)) else [row] for row in data)
-        if any(issubclass(kind, _TEMPORAL_SCALARS) for kind in set(map(type, values))):
-            raise ValueError(
-                f"{name}: {what} holds dates, times or durations; {what} must hold numbers. "
-                "Dates, durations, periods and intervals are not converted (a date would "
-                "become nanoseconds since 1970): encode them as numbers with public "
-                "bounds first.")
-        return
     dtypes = getattr(data, "dtypes", None)  # a pandas DataFrame
     schema = getattr(data, "schema", None)
     frame = hasattr(dtypes, "items")

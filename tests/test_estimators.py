@@ -1146,6 +1146,11 @@ def _dated_frames():
         "numpy datetime64": np.arange(n).astype("datetime64[D]").reshape(-1, 1),
         # Among objects (numpy converts np.datetime64 to a number silently).
         "datetime64 objects in a list": [[float(v), np.datetime64("2020-01-01")] for v in x],
+        # (Lists whose first row is of another kind, rows of Series or 0-d arrays:
+        # a check reading the rows' values let them through; adversarial check.)
+        "a list of mixed rows": [range(2)] + [[1.0, np.datetime64("2020-01-01")]] * (n - 1),
+        "rows of Series": [pd.Series([v, pd.Timestamp("2020")], dtype=object) for v in x],
+        "0-d dates in rows": [[np.array(np.datetime64("2020-01-01")), 1.0]] * n,
         "timedelta64 objects": np.array([[float(v), np.timedelta64(1, "D")] for v in x],
                                         dtype=object),
         "object column of dates": pd.DataFrame(
@@ -1158,6 +1163,7 @@ def _dated_frames():
 @pytest.mark.parametrize("case", ["datetime alone", "datetime with numbers",
                                   "datetime with time zone", "timedelta", "period", "interval",
                                   "numpy datetime64", "datetime64 objects in a list",
+                                  "a list of mixed rows", "rows of Series", "0-d dates in rows",
                                   "timedelta64 objects", "object column of dates",
                                   "category of dates"])
 def test_dates_are_refused_by_name_before_the_charge(case):
@@ -1222,6 +1228,14 @@ def test_a_delta_not_below_one_over_n_warns_once():
         warnings.simplefilter("error")
         DPLinearRegression(accountant=PrivacyAccountant()).fit(X, y)  # delta=None
         DPLinearRegression(delta=1.0 / 301, accountant=PrivacyAccountant()).fit(X, y)
+
+
+def test_lists_of_0d_arrays_are_taken():
+    # A first check of lists iterated every array row: "iteration over a 0-d
+    # array" for a y given as a list of 0-d arrays (adversarial check).
+    X, y = _regression(n=30, d=2)
+    fitted = DPLinearRegression(accountant=PrivacyAccountant()).fit(X, [np.array(v) for v in y])
+    assert fitted.predict(X).shape == (30,)
 
 
 def test_frames_with_boolean_column_labels_are_taken():

@@ -525,6 +525,10 @@ def test_an_instance_of_a_main_class_pickled_by_name_is_refused(monkeypatch):
         monkeypatch.setitem(copyreg.dispatch_table, fake.Registered,
                             lambda obj: (decimal.Decimal, ("1",)))
         check({"kw_args": {"m": fake.Registered()}})
+        # ... and one returning a name of __main__ is refused (it hung).
+        monkeypatch.setitem(copyreg.dispatch_table, fake.Registered, lambda obj: "MARK")
+        with pytest.raises(_pickling.NotImportableError):
+            check({"kw_args": {"m": fake.Registered()}})
 
 
 def test_a_subclass_of_the_multiprocessing_backend_is_checked_as_it(monkeypatch):

@@ -600,6 +600,9 @@ def test_random_stopping_helpers_refuse_invalid_numbers():
             sel.random_stopping_refit_mu(mu_run, 10.0, 1.0, 1e-5)
     with pytest.raises(ValueError, match="delta"):
         random_stopping_mu(1.0, 1.0, 10.0)
+    for bad in (None, "1.0", math.nan, -1.0):
+        with pytest.raises(ValueError, match="mu must be"):
+            gdp_bounded_range_epsilon(bad)
 
 
 def test_the_random_stopping_floor_names_mean_candidates():

@@ -90,14 +90,17 @@ class _ImportableCheck(pickle.Pickler):
             return _NOTHING
         if isinstance(obj, type) or callable(obj) and hasattr(obj, "__qualname__"):
             self._refuse_unreachable(obj)
-        elif self._unreachable(type(obj)) and type(obj) not in copyreg.dispatch_table:
-            # An instance pickled without its class: one whose __reduce__
-            # returns a name is pickled as a global of __main__, which the
-            # workers could not find either (adversarial check).  (Otherwise
-            # the class, or what __reduce__ returns, is pickled and checked;
-            # so is what a reducer registered with copyreg returns.)
+        elif self._unreachable(type(obj)):
+            # An instance pickled without its class: one whose reduction (a
+            # reducer registered with copyreg, else __reduce_ex__, as pickle
+            # picks) returns a name is pickled as a global of __main__, which
+            # the workers could not find either (adversarial checks).
+            # (Otherwise the class, or what the reduction returns, is pickled
+            # and checked.)
+            reducer = copyreg.dispatch_table.get(type(obj))
             try:
-                reduced = obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL)  # (as the checks pickle)
+                reduced = (reducer(obj) if reducer is not None
+                           else obj.__reduce_ex__(pickle.HIGHEST_PROTOCOL))
             except Exception:  # the pickling below raises it, as a failure of the check
                 return NotImplemented
             if isinstance(reduced, str):

@@ -276,6 +276,7 @@ def gdp_bounded_range_epsilon(mu):
     >>> round(gdp_bounded_range_epsilon(1.232), 3)
     2.0
     """
+    mu = _check_real("mu", mu)
     epsilon = min(2.0 * gdp_pure_epsilon(mu), sys.float_info.max) if mu < math.inf else mu
     # Lowered until the inverse confirms it, so that the event recorded for a
     # selection run at it, bounded_range_gdp_mu(epsilon), stays within mu:
