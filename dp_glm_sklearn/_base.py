@@ -140,18 +140,20 @@ def _validate_data_quietly(estimator, *args, **kwargs):
     by an element-wise check).
     """
     name = type(estimator).__name__
-    args = list(args)
-    for i, what in enumerate(("X", "y")[:len(args)]):  # (predict passes X alone)
-        if isinstance(args[i], (list, tuple)):
-            # Converted here, once, as scikit-learn would: the checks below then
-            # see every value, however the rows are built (dates in rows of
-            # pandas Series or of 0-d arrays, a first row of another kind).
+    for data, what in zip(args, ("X", "y"), strict=False):  # (predict passes X alone)
+        if isinstance(data, (list, tuple)):
+            # The checks look at an array of the list's objects (8 bytes a
+            # value), whatever the rows are built of (pandas Series, 0-d
+            # arrays, a first row of another kind); scikit-learn converts
+            # the list itself.  (Converting it for scikit-learn, with
+            # np.asarray, changed what it trains on: float32 scalars gave a
+            # float32 model, True with "1.5" became strings.)
             try:
-                args[i] = np.asarray(args[i])
-            except (ValueError, TypeError):  # ragged: scikit-learn's check says so
-                pass
-        _refuse_temporal(args[i], name, what)
-        _refuse_pandas_missing(args[i], name, what)
+                data = np.asarray(data, dtype=object)
+            except (ValueError, TypeError):  # scikit-learn's check says what is wrong
+                continue
+        _refuse_temporal(data, name, what)
+        _refuse_pandas_missing(data, name, what)
     try:
         with np.errstate(all="ignore"):
             return validate_data(estimator, *args, **kwargs)
@@ -245,8 +247,8 @@ def _refuse_temporal(data, name, what):
     Column names and dtypes are the data's schema, the same for neighbouring
     data sets; dates among objects (a column of ``np.datetime64`` scalars,
     which numpy turns into numbers) are found by the types of the values, as
-    the conversion to numbers reads them (a list is converted to an array
-    first, by :func:`_validate_data_quietly`).
+    the conversion to numbers reads them (a list as an array of its
+    objects, by :func:`_validate_data_quietly`).
     """
     dtypes = getattr(data, "dtypes", None)  # a pandas DataFrame
     schema = getattr(data, "schema", None)
@@ -571,6 +573,12 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             X, y = _validate_data_quietly(self, X, y, accept_sparse="csr",
                                           dtype=[np.float64, np.float32],
                                           y_numeric=not self._is_classifier())
+        if not self._is_classifier() and not np.all(np.isfinite(y)):
+            # scikit-learn's NaN check passes None in an array of objects,
+            # which its conversion to numbers then makes a NaN: trained on,
+            # after the charge, it gave a model of NaNs (adversarial check).
+            raise ValueError(f"{type(self).__name__}: Input y contains NaN (a missing "
+                             "value such as None); drop or impute those rows first.")
         X = _duplicates_summed(X)
         self._check_targets(y, warn=warn)
         return X, y

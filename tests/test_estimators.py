@@ -1238,6 +1238,25 @@ def test_lists_of_0d_arrays_are_taken():
     assert fitted.predict(X).shape == (30,)
 
 
+def test_lists_are_converted_by_scikit_learn_and_a_missing_label_refused():
+    # Converting a list with np.asarray for the checks, and passing that on,
+    # trained a list of float32 scalars in float32 and turned True next to
+    # "1.5" into strings (adversarial check); and None in a regressor's y
+    # became a NaN after scikit-learn's NaN check, trained on after the charge.
+    X, y = _regression(n=40, d=2)
+    rows = [[np.float32(a), np.float32(b)] for a, b in X]
+    assert DPLinearRegression(accountant=PrivacyAccountant()).fit(rows, y).coef_.dtype \
+        == np.float64
+    DPLinearRegression(accountant=PrivacyAccountant()).fit(
+        [[bool(i % 2), "1.5"] for i in range(40)], y)
+    acc = PrivacyAccountant()
+    for Est in (DPLinearRegression, DPHuberRegressor):
+        for labels in ([None, *y[1:]], np.array([None, *y[1:]], dtype=object)):
+            with pytest.raises(ValueError, match="Input y contains NaN"):
+                Est(accountant=acc).fit(X, labels)
+    assert acc.history == []
+
+
 def test_frames_with_boolean_column_labels_are_taken():
     # The pre-checks selected columns by label, and a list of booleans
     # selects rows: "Item wrong length 2 instead of 40" (the row count).
