@@ -573,7 +573,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             X, y = _validate_data_quietly(self, X, y, accept_sparse="csr",
                                           dtype=[np.float64, np.float32],
                                           y_numeric=not self._is_classifier())
-        if not self._is_classifier() and not np.all(np.isfinite(y)):
+        if not self._is_classifier() and y.dtype.kind == "f" and not np.all(np.isfinite(y)):
             # scikit-learn's NaN check passes None in an array of objects,
             # which its conversion to numbers then makes a NaN: trained on,
             # after the charge, it gave a model of NaNs (adversarial check).
