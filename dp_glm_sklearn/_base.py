@@ -142,15 +142,22 @@ def _validate_data_quietly(estimator, *args, **kwargs):
     name = type(estimator).__name__
     for data, what in zip(args, ("X", "y"), strict=False):  # (predict passes X alone)
         if isinstance(data, (list, tuple)):
-            # The checks look at an array of the list's objects (8 bytes a
-            # value), whatever the rows are built of (pandas Series, 0-d
-            # arrays, a first row of another kind); scikit-learn converts
-            # the list itself.  (Converting it for scikit-learn, with
-            # np.asarray, changed what it trains on: float32 scalars gave a
-            # float32 model, True with "1.5" became strings.)
+            # Rows that are numpy arrays are judged by their dtype (one of
+            # datetime64[ns] became Python ints among objects, and numbers
+            # became objects of 32 bytes each); the others are looked at as
+            # an array of the list's objects, whatever they are built of
+            # (pandas Series, 0-d arrays, a first row of another kind).
+            # scikit-learn converts the list itself.  (Converting it for
+            # scikit-learn, with np.asarray, changed what it trains on:
+            # float32 scalars gave a float32 model, True with "1.5" strings.)
+            arrays = [row.dtype for row in data if isinstance(row, np.ndarray)]
+            if any(_temporal(dtype) for dtype in arrays):
+                raise _temporal_error(name, what, what, "holds dates, times or durations")
+            if len(arrays) == len(data) and all(dtype.kind in "biufc" for dtype in arrays):
+                continue  # rows of numbers
             try:
                 data = np.asarray(data, dtype=object)
-            except (ValueError, TypeError):  # scikit-learn's check says what is wrong
+            except (ValueError, TypeError, MemoryError):  # scikit-learn's check says so
                 continue
         _refuse_temporal(data, name, what)
         _refuse_pandas_missing(data, name, what)
@@ -279,10 +286,14 @@ def _refuse_temporal(data, name, what):
             found = "holds dates, times or durations"
         else:
             continue
-        raise ValueError(
-            f"{name}: {where} {found}; {what} must hold numbers. Dates, durations, "
-            "periods and intervals are not converted (a date would become nanoseconds "
-            "since 1970): encode them as numbers with public bounds first.")
+        raise _temporal_error(name, what, where, found)
+
+
+def _temporal_error(name, what, where, found):
+    return ValueError(
+        f"{name}: {where} {found}; {what} must hold numbers. Dates, durations, periods "
+        "and intervals are not converted (a date would become nanoseconds since 1970): "
+        "encode them as numbers with public bounds first.")
 
 
 def _unquoted(exc, name):
@@ -577,8 +588,8 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             # scikit-learn's NaN check passes None in an array of objects,
             # which its conversion to numbers then makes a NaN: trained on,
             # after the charge, it gave a model of NaNs (adversarial check).
-            raise ValueError(f"{type(self).__name__}: Input y contains NaN (a missing "
-                             "value such as None); drop or impute those rows first.")
+            raise ValueError(f"{type(self).__name__}: Input y contains NaN or infinity (a "
+                             "missing value such as None); drop or impute those rows first.")
         X = _duplicates_summed(X)
         self._check_targets(y, warn=warn)
         return X, y

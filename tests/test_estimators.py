@@ -1151,6 +1151,9 @@ def _dated_frames():
         "a list of mixed rows": [range(2)] + [[1.0, np.datetime64("2020-01-01")]] * (n - 1),
         "rows of Series": [pd.Series([v, pd.Timestamp("2020")], dtype=object) for v in x],
         "0-d dates in rows": [[np.array(np.datetime64("2020-01-01")), 1.0]] * n,
+        # (Among objects, datetime64[ns] became Python ints; adversarial check.)
+        "rows of datetime64[ns] arrays": [np.array([np.datetime64("2020-01-01", "ns")] * 2)
+                                          for _ in x],
         "timedelta64 objects": np.array([[float(v), np.timedelta64(1, "D")] for v in x],
                                         dtype=object),
         "object column of dates": pd.DataFrame(
@@ -1164,6 +1167,7 @@ def _dated_frames():
                                   "datetime with time zone", "timedelta", "period", "interval",
                                   "numpy datetime64", "datetime64 objects in a list",
                                   "a list of mixed rows", "rows of Series", "0-d dates in rows",
+                                  "rows of datetime64[ns] arrays",
                                   "timedelta64 objects", "object column of dates",
                                   "category of dates"])
 def test_dates_are_refused_by_name_before_the_charge(case):
