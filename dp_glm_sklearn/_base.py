@@ -111,14 +111,14 @@ def target_privacy(owner, n_samples):
     return epsilon, delta
 
 
-def warn_large_delta(owner, n_samples):
+def warn_large_delta(owner, delta, n_samples):
     """Warn when the ``delta`` of ``owner``'s fit on n samples is not below ``1/n``.
 
     Called once per fit the user asked for (not for a search's candidates,
-    nor for the search ``norm_bound="auto"`` runs).  n is public: the warning
-    says nothing of the data.
+    nor for the search ``norm_bound="auto"`` runs), with the fit's
+    :func:`target_privacy` delta.  n is public: the warning says nothing of
+    the data.
     """
-    delta = target_privacy(owner, n_samples)[1]
     if delta * n_samples >= 1.0:
         warn_user(
             f"{type(owner).__name__}: delta={delta:.3g} is not below 1/n = "
@@ -647,7 +647,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         accountant = self._accountant()
         epsilon, delta = target_privacy(self, n_samples)
-        warn_large_delta(self, n_samples)
+        warn_large_delta(self, delta, n_samples)
         # Fail fast, before any data value is read: every mechanism is
         # calibrated to exactly (epsilon, delta), i.e. one mu-GDP release.
         _check_release(accountant, [GaussianEvent(mu=gdp_mu(epsilon, delta))], epsilon, delta)

@@ -283,7 +283,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
                 f"model and one held out); got n_samples={n_samples}."
             )
         plan = self._plan(n_samples)
-        self._warn_large_delta(n_samples)
+        self._warn_large_delta(plan["delta"], n_samples)
         accountant = self._check_budget(slot, plan["events"], plan["delta"])
         rng = _rng(self.random_state)
         chunks = np.array_split(rng.permutation(n_samples), m + 1)  # before the charge

@@ -23,7 +23,7 @@ How joblib's backends pickle:
   nothing of it when it has none (a notebook, ``python -c``) or is a
   package's ``__main__.py``: a name they cannot find made joblib's pool
   hang, so nothing of ``__main__`` is sent to them
-  (:func:`_main_names_in_workers`); and a file that does not exist (a
+  (:func:`_workers_know_main`); and a file that does not exist (a
   script read from standard input) kills every worker;
 - others (dask's, Ray's): cloudpickle.
 
@@ -80,10 +80,10 @@ def _numbers(obj):
 
 class _ImportableCheck(pickle.Pickler):
     """The standard pickle, refusing classes and functions of a function's scope,
-    and those of ``__main__`` whose name is not among ``main_names`` (the
-    names a worker's ``__main__`` has; None: all of the parent's)."""
+    and those of ``__main__`` unless the workers know the parent's
+    (``knows_main``: forked workers)."""
 
-    main_names = frozenset()
+    knows_main = False
 
     def reducer_override(self, obj):
         if _numbers(obj):
@@ -112,8 +112,7 @@ class _ImportableCheck(pickle.Pickler):
     def _unreachable(self, obj):
         module = getattr(obj, "__module__", None)
         qualname = getattr(obj, "__qualname__", "")
-        return "<locals>" in qualname or module == "__main__" and (
-            self.main_names is not None and qualname.split(".")[0] not in self.main_names)
+        return "<locals>" in qualname or module == "__main__" and not self.knows_main
 
     def _refuse_unreachable(self, obj):
         if self._unreachable(obj):
@@ -152,10 +151,16 @@ def _start_method():
             or multiprocessing.get_all_start_methods()[0])
 
 
-def _main_names_in_workers():
-    """The names of the parent's ``__main__`` that multiprocessing's workers surely
-    have, as the same objects: None for all of them (forked workers, copies of
-    this process), else none.
+class _ForkedCheck(_ImportableCheck):
+    """:class:`_ImportableCheck` for workers forked from this process."""
+
+    knows_main = True
+
+
+def _workers_know_main():
+    """Whether multiprocessing's workers have the parent's ``__main__``, as the
+    same objects: True for forked workers (copies of this process), else
+    False, for all of its names.
 
     Workers started by spawn or forkserver run ``__main__``'s file again as
     ``__mp_main__``, without its ``if __name__ == "__main__":`` block (a
@@ -173,7 +178,7 @@ def _main_names_in_workers():
     sent.
     """
     if _start_method() == "fork":
-        return None
+        return True
     main = sys.modules.get("__main__")
     name = getattr(getattr(main, "__spec__", None), "name", None)
     path = getattr(main, "__file__", None)
@@ -184,7 +189,7 @@ def _main_names_in_workers():
     if (name is None and path is not None and not os.path.isfile(path)
             and os.path.splitext(os.path.basename(path))[0] != "ipython"):
         raise WorkersCannotStartError(f"__main__'s file {path!r} does not exist")
-    return frozenset()
+    return False
 
 
 def pickling_failure(exc):
@@ -213,7 +218,7 @@ def worker_pickling_check(n_jobs):
     names = {cls.__name__ for cls in type(backend).__mro__}
     if "MultiprocessingBackend" in names:
         try:
-            main_names = _main_names_in_workers()
+            checker = _ForkedCheck if _workers_know_main() else _ImportableCheck
         except WorkersCannotStartError as exc:
             error = exc
 
@@ -221,7 +226,6 @@ def worker_pickling_check(n_jobs):
                 raise error
 
             return refuse
-        checker = type("_MainCheck", (_ImportableCheck,), {"main_names": main_names})
     elif "LokyBackend" in names:
         # (LOKY_PICKLER=pickle: the standard pickle for the tasks too.)
         checker = _ImportableCheck if get_loky_pickler_name() == "pickle" else _LokyCheck

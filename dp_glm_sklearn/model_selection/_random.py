@@ -398,7 +398,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         self._validation_size(n_samples)
         plan = self._plan(n_samples)
-        self._warn_large_delta(n_samples)
+        self._warn_large_delta(plan["delta"], n_samples)
         # The split, K and the candidates do not depend on the data: drawn
         # before the charge, so that a value a distribution draws outside its
         # parameter's range fails before anything is spent.  (An error here

@@ -455,9 +455,9 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
     _inner = False
 
     # -- helpers -------------------------------------------------------------
-    def _warn_large_delta(self, n_samples):
+    def _warn_large_delta(self, delta, n_samples):
         if not self._inner:
-            warn_large_delta(self, n_samples)
+            warn_large_delta(self, delta, n_samples)
 
     def _scoring(self):
         if self.scoring is not None:
@@ -1119,7 +1119,7 @@ class DPGridSearchCV(_BaseDPSearch):
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         self._validation_size(n_samples)
         plan = self._plan(len(candidates), n_samples)
-        self._warn_large_delta(n_samples)
+        self._warn_large_delta(plan["delta"], n_samples)
         source = self._ledger_source or f"{type(self).__name__}(K={len(candidates)})"
         accountant = self._check_budget(slot, plan["events"], plan["delta"])
         rng = _rng(self.random_state)
