@@ -3,7 +3,9 @@
 At a total epsilon of 1, 3 and 10 (delta = 1e-5) on diabetes, breast_cancer
 (the utility protocol of ``dp_glm_sklearn._demo``: random 75/25 splits, a
 StandardScaler fit on the training split, and the demo's public bounds, from
-the data sets' documentation) and a synthetic regression, compare the test metric of
+the data sets' documentation) and a synthetic regression -- the issue's three data
+sets -- and on diabetes with ``DPHuberRegressor`` (outside the criterion), compare the
+test metric of
 
 - ``defaults``: the estimator with the library's default ``norm_bound`` and
   ``max_iter`` (public bounds as in the demo), trained at epsilon;
@@ -27,9 +29,9 @@ the data sets' documentation) and a synthetic regression, compare the test metri
 
 The grid is ``norm_bound`` x ``max_iter`` and contains the defaults
 (``norm_bound=10``, ``max_iter=None``: the rule of ``default_max_iter`` at
-each fit's own budget). The issue's criterion is checked at epsilon = 3: the
-search within 10% of hindsight, and better than the defaults on at least two
-of the three data sets.
+each fit's own budget). The issue's criterion is checked at epsilon = 3 on
+its three data sets: the search within 10% of hindsight on each, and better
+than the defaults on at least two.
 
 A second table compares confidence boosting
 (``DPConfidenceBoosting(estimator, n_models=3)``, default parameters, total
@@ -100,6 +102,15 @@ SETUPS = {
         "public": _public("diabetes"),
         "grid": {"norm_bound": [10.0, 20.0, 40.0, 80.0], "max_iter": [None, 10]},
     },
+    # Not one of the issue's three data sets: the same data, grid and bounds with
+    # the Huber loss (threshold (346 - 25) / 4), whose gradient bound min(M, B X + Y)
+    # does not grow with the norm bound; it shows what the search reaches on diabetes
+    # when the loss, not the selection, is what limits utility.
+    "diabetes/huber": {
+        **DATASETS["diabetes/huber"],
+        "public": _public("diabetes/huber"),
+        "grid": {"norm_bound": [10.0, 20.0, 40.0, 80.0], "max_iter": [None, 10]},
+    },
     "breast_cancer": {
         **DATASETS["breast_cancer"],
         "public": _public("breast_cancer"),
@@ -114,6 +125,10 @@ SETUPS = {
         "grid": {"norm_bound": [0.5, 1.0, 2.5, 10.0], "max_iter": [None, 20]},
     },
 }
+
+
+#: The issue's three data sets, on which its criterion is checked.
+CRITERION_DATASETS = ("diabetes", "breast_cancer", "synthetic")
 
 
 def _splits(name, n_splits):
@@ -187,12 +202,12 @@ def table(results, epsilons):
                 f"{name:<14} {SETUPS[name]['metric']:<8} {eps:>4g} {default:>9.3f} "
                 f"{hind:>9.3f} {ceiling} {auto:>7.3f} {search:>8.3f} {gap:>7.1%}  "
                 f"{grid[best]} / {grid[chosen]}")
-            if eps == 3.0:
+            if eps == 3.0 and name in CRITERION_DATASETS:
                 criterion.append((name, gap <= 0.10, search > default))
-    if criterion:
+    if len(criterion) == len(CRITERION_DATASETS):
         within = [name for name, ok, _ in criterion if ok]
         better = [name for name, _, ok in criterion if ok]
-        passed = len(within) == len(criterion) and len(better) >= 2
+        passed = len(within) == len(CRITERION_DATASETS) and len(better) >= 2
         lines.append(
             f"criterion at eps=3 (search within 10% of hindsight everywhere, better than "
             f"defaults on >= 2): {'PASS' if passed else 'FAIL'}; within 10%: {within}; "
