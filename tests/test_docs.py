@@ -94,7 +94,10 @@ def test_readme_quickstart_privacy_numbers(executed):
     reg, acc = ns["reg"], ns["acc"]
     assert_quoted(reg.privacy_spent_[0], fit_eps, "privacy_spent_ epsilon")
     assert_quoted(reg.privacy_spent_[1], fit_delta, "privacy_spent_ delta")
-    assert_quoted(acc.spent()[0], acc_eps, "acc.spent() epsilon")
+    # The ledger after this block's one fit (a later block charges acc again).
+    after_fit = acc.history[0]
+    assert len(after_fit.events) == 1
+    assert_quoted(after_fit.total_epsilon, acc_eps, "acc.spent() epsilon")
     assert_quoted(acc.spent()[1], acc_delta, "acc.spent() delta")
 
 
@@ -120,6 +123,33 @@ def test_readme_quickstart_scores(executed):
     assert_quoted(statistics.median(scores), median, "median R^2 over seeds 0..99")
     baseline = LinearRegression().fit(X_train, y_train).score(X_test, y_test)
     assert_quoted(baseline, non_private, "non-private R^2 (LinearRegression)")
+
+
+def test_readme_quickstart_huber_scores(executed):
+    block, ns, _ = block_with(executed["README.md"], "hub.score(X_test, y_test)")
+    here, median = quoted(
+        block,
+        rf"hub\.score\(X_test, y_test\)\s*#\s*R\^2 {NUMBER} here; median {NUMBER} over noise "
+        rf"seeds 0-99",
+        "README quickstart (Huber)")
+    hub, reg = ns["hub"], ns["reg"]
+    X_train, X_test, y_train, y_test = (ns[k] for k in ("X_train", "X_test", "y_train",
+                                                          "y_test"))
+    # The same public bounds and budget as the least-squares fit above it.
+    for name in ("epsilon", "feature_norm", "y_bound", "norm_bound"):
+        assert hub.get_params()[name] == reg.get_params()[name], name
+    assert_quoted(hub.score(X_test, y_test), here, "R^2 of the quickstart Huber fit")
+    params = {k: v for k, v in hub.get_params().items() if k not in ("accountant",
+                                                                      "random_state")}
+    scores = [type(hub)(**params, random_state=seed).fit(X_train, y_train).score(X_test, y_test)
+              for seed in range(100)]
+    assert_quoted(statistics.median(scores), median, "median Huber R^2 over seeds 0..99")
+    total, delta = quoted(block, rf"acc\.spent\(\)\s*#\s*\({NUMBER}, {NUMBER}\)",
+                          "README quickstart (Huber)")
+    acc = ns["acc"]
+    assert len(acc.history) == 2  # the least-squares fit and this one
+    assert_quoted(acc.spent()[0], total, "acc.spent() epsilon after both fits")
+    assert_quoted(acc.spent()[1], delta, "acc.spent() delta after both fits")
 
 
 # -- user guide, section 4: the accountant ------------------------------------------------
