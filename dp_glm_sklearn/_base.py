@@ -141,24 +141,9 @@ def _validate_data_quietly(estimator, *args, **kwargs):
     """
     name = type(estimator).__name__
     for data, what in zip(args, ("X", "y"), strict=False):  # (predict passes X alone)
-        if isinstance(data, (list, tuple)):
-            # Rows that are numpy arrays are judged by their dtype (one of
-            # datetime64[ns] became Python ints among objects, and numbers
-            # became objects of 32 bytes each); the others are looked at as
-            # an array of the list's objects, whatever they are built of
-            # (pandas Series, 0-d arrays, a first row of another kind).
-            # scikit-learn converts the list itself.  (Converting it for
-            # scikit-learn, with np.asarray, changed what it trains on:
-            # float32 scalars gave a float32 model, True with "1.5" strings.)
-            arrays = [row.dtype for row in data if isinstance(row, np.ndarray)]
-            if any(_temporal(dtype) for dtype in arrays):
-                raise _temporal_error(name, what, what, "holds dates, times or durations")
-            if len(arrays) == len(data) and all(dtype.kind in "biufc" for dtype in arrays):
-                continue  # rows of numbers
-            try:
-                data = np.asarray(data, dtype=object)
-            except (ValueError, TypeError, MemoryError):  # scikit-learn's check says so
-                continue
+        data = _dtyped(data, name, what)
+        if data is None:  # checked here already, or refused by scikit-learn's own check
+            continue
         _refuse_temporal(data, name, what)
         _refuse_pandas_missing(data, name, what)
     try:
@@ -169,6 +154,71 @@ def _validate_data_quietly(estimator, *args, **kwargs):
         if error is None:
             raise
     raise error
+
+
+def _dtyped(data, name, what):
+    """``data`` with a dtype, as :func:`_refuse_temporal` reads it, or None.
+
+    pandas, polars and pyarrow data, numpy and sparse arrays are returned as
+    they are.  Anything else scikit-learn converts with numpy, reading no
+    dtype from it, and numpy silently turns ``np.datetime64`` and
+    ``np.timedelta64`` scalars among numbers into numbers: an object
+    exposing ``__array__`` is returned as the array it exposes, and a
+    sequence (a list, tuple, deque, ``UserList``: anything with ``len`` and
+    indexing, as numpy reads sequences) is checked here, item by item, and
+    None returned.  Rows that are numpy arrays are judged by their dtype
+    (as objects, one of datetime64[ns] became Python ints, and numbers
+    became objects of 32 bytes each); the other items are looked at as one
+    array of their objects (pandas Series, 0-d arrays, lists of numbers and
+    dates alike), row by row if that array cannot be made (ragged rows, or
+    not enough memory for it: the check is never skipped).  scikit-learn
+    converts the sequence itself (converting it for scikit-learn, with
+    np.asarray, changed what it trains on: float32 scalars gave a float32
+    model, True with "1.5" strings).  None is also returned for what is
+    neither (a generator, a set): scikit-learn's check refuses it.
+    """
+    if (hasattr(data, "dtype") or hasattr(data, "dtypes") or hasattr(data, "schema")
+            or sp.issparse(data)):
+        return data
+    if any(hasattr(data, attr) for attr in ("__array__", "__array_interface__",
+                                            "__array_struct__")):
+        try:
+            return np.asarray(data)  # what numpy (and so scikit-learn) reads from it
+        except (ValueError, TypeError):  # scikit-learn's conversion fails and says so
+            return None
+    if not (hasattr(data, "__len__") and hasattr(data, "__getitem__")):
+        return None
+    items = list(data)  # references: no copy of the values
+    arrays = [item for item in items if isinstance(item, np.ndarray)]
+    others = [item for item in items if not isinstance(item, np.ndarray)] if arrays else items
+    found = any(_temporal(item.dtype) or (item.dtype.kind == "O" and item.size > 0
+                                          and _holds_temporal_objects(item))
+                for item in arrays)
+    if not found and others:
+        try:
+            found = _holds_temporal_objects(_object_view(others))
+        except (ValueError, TypeError, MemoryError):
+            found = any(_item_holds_temporal(item) for item in others)
+    if found:
+        raise _temporal_error(name, what, what, "holds dates, times or durations")
+    return None
+
+
+def _object_view(items):
+    """The items of a sequence as one array of their objects (8 bytes a value
+    for lists of Python numbers, which exist already)."""
+    return np.asarray(items, dtype=object)
+
+
+def _item_holds_temporal(item):
+    """:func:`_holds_temporal_objects` of one item of a sequence (a row of X,
+    a label of y); a ragged row, which scikit-learn refuses, holds none."""
+    if isinstance(item, _TEMPORAL_SCALARS):
+        return True
+    try:
+        return _holds_temporal_objects(np.asarray(item, dtype=object))
+    except (ValueError, TypeError):
+        return False
 
 
 def _of_objects(dtype):

@@ -1,5 +1,6 @@
 """Behaviour of the three DP estimators."""
 
+import collections
 import itertools
 import os
 import pickle
@@ -1160,7 +1161,27 @@ def _dated_frames():
             {"a": x, "when": pd.Series([np.datetime64("2020-01-01")] * n, dtype=object)}),
         "category of dates": pd.DataFrame(
             {"a": x, "when": pd.Series(pd.date_range("2020", periods=n)).astype("category")}),
+        # Sequences other than lists and tuples, and objects exposing __array__ only,
+        # skipped the check: trained on days since 1970, charged (adversarial check).
+        "a deque of rows": collections.deque([[float(v), np.datetime64("2020-01-01")]
+                                              for v in x]),
+        "a UserList of rows": collections.UserList([[float(v), np.timedelta64(1, "D")]
+                                                    for v in x]),
+        "an __array__ of datetime64": _ExposesArray(
+            np.arange(n).astype("datetime64[D]").reshape(-1, 1)),
+        "an __array__ of objects": _ExposesArray(
+            np.array([[float(v), np.datetime64("2020-01-01")] for v in x], dtype=object)),
     }
+
+
+class _ExposesArray:
+    """An array-like known to numpy by ``__array__`` alone."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.array, dtype=dtype)
 
 
 @pytest.mark.parametrize("case", ["datetime alone", "datetime with numbers",
@@ -1169,7 +1190,8 @@ def _dated_frames():
                                   "a list of mixed rows", "rows of Series", "0-d dates in rows",
                                   "rows of datetime64[ns] arrays",
                                   "timedelta64 objects", "object column of dates",
-                                  "category of dates"])
+                                  "category of dates", "a deque of rows", "a UserList of rows",
+                                  "an __array__ of datetime64", "an __array__ of objects"])
 def test_dates_are_refused_by_name_before_the_charge(case):
     # A datetime column alone became nanoseconds since 1970 (about 1.6e18),
     # clipped to feature_norm without a word; with numbers, numpy's
@@ -1177,7 +1199,7 @@ def test_dates_are_refused_by_name_before_the_charge(case):
     n, frames = _dated_frames()
     X = frames[case]
     acc = PrivacyAccountant(epsilon=10.0)
-    where = "X" if isinstance(X, (np.ndarray, list)) else "column 'when' of X"
+    where = "column 'when' of X" if hasattr(X, "columns") else "X"
     for est in (DPLinearRegression(accountant=acc),
                 DPLogisticRegression(classes=[0, 1], accountant=acc)):
         y = np.arange(n) % 2
@@ -1188,6 +1210,40 @@ def test_dates_are_refused_by_name_before_the_charge(case):
     fitted = DPLinearRegression(accountant=acc).fit(np.ones((n, np.shape(X)[1])), np.zeros(n))
     with pytest.raises(ValueError, match="must hold numbers"):
         fitted.predict(X)
+
+
+def test_dates_in_any_sequence_are_refused_before_a_searchs_charge(monkeypatch):
+    # A deque passed the search's check whole, the search charged, then its
+    # parts (lists) were refused by every candidate (adversarial check).
+    from dp_glm_sklearn import _base
+
+    n = 40
+    X = collections.deque([[float(v), np.datetime64("2020-01-01")]
+                           for v in np.linspace(-1, 1, n)])
+    y = np.linspace(-1.0, 1.0, n)
+    acc = PrivacyAccountant(epsilon=10.0, delta=1e-3)
+    for search in (DPGridSearchCV(DPLinearRegression(), {"norm_bound": [1.0, 2.0]},
+                                  accountant=acc, delta=1e-5),
+                   DPLinearRegression(norm_bound="auto", accountant=acc, delta=1e-5)):
+        with pytest.raises(ValueError, match="X holds dates"):
+            search.fit(X, y)
+    # Durations in y (numpy files timedelta64 under np.number).
+    with pytest.raises(ValueError, match="y holds dates"):
+        DPLinearRegression(accountant=acc).fit(
+            np.ones((n, 1)), collections.deque(np.timedelta64(i, "s") for i in range(n)))
+    # Without the memory for one array of the rows' objects, the check went
+    # on without looking (22f745a): it now looks row by row.
+    def no_memory(items):
+        raise MemoryError
+
+    monkeypatch.setattr(_base, "_object_view", no_memory)
+    with pytest.raises(ValueError, match="X holds dates"):
+        DPLinearRegression(accountant=acc).fit([[1.0, 2.0]] * (n - 1) + [
+            [1.0, np.datetime64("2020-01-01")]], y)
+    assert acc.history == []
+    fitted = DPLinearRegression(accountant=acc, random_state=0).fit([[1.0, v] for v in y], y)
+    np.testing.assert_array_equal(
+        fitted.coef_, DPLinearRegression(random_state=0).fit(np.c_[np.ones(n), y], y).coef_)
 
 
 def test_missing_labels_and_ragged_rows_get_clear_errors():
