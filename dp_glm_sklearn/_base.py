@@ -180,15 +180,17 @@ def _dtyped(data, name, what):
     if (hasattr(data, "dtype") or hasattr(data, "dtypes") or hasattr(data, "schema")
             or sp.issparse(data)):
         return data
-    if any(hasattr(data, attr) for attr in ("__array__", "__array_interface__",
-                                            "__array_struct__")):
+    if _exposes_array(data):
         try:
             return np.asarray(data)  # what numpy (and so scikit-learn) reads from it
         except (ValueError, TypeError):  # scikit-learn's conversion fails and says so
             return None
     if not (hasattr(data, "__len__") and hasattr(data, "__getitem__")):
         return None
-    items = list(data)  # references: no copy of the values
+    try:
+        items = list(data)  # references: no copy of the values
+    except Exception:  # (a sequence that cannot be read: numpy fails on it too)
+        return None
     arrays = [item for item in items if isinstance(item, np.ndarray)]
     others = [item for item in items if not isinstance(item, np.ndarray)] if arrays else items
     found = any(_temporal(item.dtype) or (item.dtype.kind == "O" and item.size > 0
@@ -202,6 +204,20 @@ def _dtyped(data, name, what):
     if found:
         raise _temporal_error(name, what, what, "holds dates, times or durations")
     return None
+
+
+def _exposes_array(data):
+    """Whether numpy reads ``data`` as an array it exposes (``__array__``, the
+    array interface, or the buffer protocol: a 2-D memoryview cannot be
+    listed) rather than as a sequence."""
+    if any(hasattr(data, attr) for attr in ("__array__", "__array_interface__",
+                                            "__array_struct__")):
+        return True
+    try:
+        memoryview(data)
+    except TypeError:
+        return False
+    return True
 
 
 def _object_view(items):
