@@ -166,16 +166,17 @@ def _dtyped(data, name, what):
     exposing ``__array__`` is returned as the array it exposes, and a
     sequence (a list, tuple, deque, ``UserList``: anything with ``len`` and
     indexing, as numpy reads sequences) is checked here, item by item, and
-    None returned.  Rows that are numpy arrays are judged by their dtype
-    (as objects, one of datetime64[ns] became Python ints, and numbers
-    became objects of 32 bytes each); the other items are looked at as one
+    None returned.  Rows that are numpy arrays, or expose one, are judged by
+    their dtype (as objects, one of datetime64[ns] became Python ints, and
+    numbers became objects of 32 bytes each); the other items are looked at as one
     array of their objects (pandas Series, 0-d arrays, lists of numbers and
     dates alike), row by row if that array cannot be made (ragged rows, or
     not enough memory for it: the check is never skipped).  scikit-learn
     converts the sequence itself (converting it for scikit-learn, with
     np.asarray, changed what it trains on: float32 scalars gave a float32
     model, True with "1.5" strings).  None is also returned for what is
-    neither (a generator, a set): scikit-learn's check refuses it.
+    neither (a generator, a set), for text, which scikit-learn's check
+    refuses, and for a ``range`` (whole numbers).
     """
     if (hasattr(data, "dtype") or hasattr(data, "dtypes") or hasattr(data, "schema")
             or sp.issparse(data)):
@@ -185,14 +186,14 @@ def _dtyped(data, name, what):
             return np.asarray(data)  # what numpy (and so scikit-learn) reads from it
         except (ValueError, TypeError):  # scikit-learn's conversion fails and says so
             return None
-    if not (hasattr(data, "__len__") and hasattr(data, "__getitem__")):
+    if (isinstance(data, (str, bytes, range))  # text scikit-learn refuses; whole numbers
+            or not (hasattr(data, "__len__") and hasattr(data, "__getitem__"))):
         return None
     try:
-        items = list(data)  # references: no copy of the values
+        items = data if type(data) is list else list(data)  # references: no copy of values
     except Exception:  # (a sequence that cannot be read: numpy fails on it too)
         return None
-    arrays = [item for item in items if isinstance(item, np.ndarray)]
-    others = [item for item in items if not isinstance(item, np.ndarray)] if arrays else items
+    arrays, others = _array_items(items)
     found = any(_temporal(item.dtype) or (item.dtype.kind == "O" and item.size > 0
                                           and _holds_temporal_objects(item))
                 for item in arrays)
@@ -204,6 +205,29 @@ def _dtyped(data, name, what):
     if found:
         raise _temporal_error(name, what, what, "holds dates, times or durations")
     return None
+
+
+#: Items of a sequence read as objects by the object view (numpy's scalars,
+#: np.datetime64 among them, are recognised there by their type).
+_SCALAR_ITEMS = (np.generic, int, float, complex, str, bytes, list, tuple)
+
+
+def _array_items(items):
+    """``(arrays, others)``: the items numpy reads as arrays (numpy arrays, and
+    objects exposing one: as objects, their datetime64[ns] values would be
+    Python ints), converted, and the other items.
+
+    Whether an item exposes an array is decided once per type (on its first
+    item), so a long list of numbers costs one pass over the types.
+    """
+    exposing = {kind for kind in set(map(type, items))
+                if kind is np.ndarray or (not issubclass(kind, _SCALAR_ITEMS) and _exposes_array(
+                    next(item for item in items if type(item) is kind)))}
+    if not exposing:
+        return [], items
+    arrays = [np.asarray(item) for item in items if type(item) in exposing]
+    others = [item for item in items if type(item) not in exposing]
+    return arrays, others
 
 
 def _exposes_array(data):

@@ -1171,6 +1171,9 @@ def _dated_frames():
             np.arange(n).astype("datetime64[D]").reshape(-1, 1)),
         "an __array__ of objects": _ExposesArray(
             np.array([[float(v), np.datetime64("2020-01-01")] for v in x], dtype=object)),
+        # Rows exposing arrays were read as objects: datetime64[ns] became ints.
+        "rows exposing datetime64[ns]": [_ExposesArray(np.array(
+            [np.datetime64("2020-01-01", "ns")] * 2)) for _ in x],
     }
 
 
@@ -1191,7 +1194,8 @@ class _ExposesArray:
                                   "rows of datetime64[ns] arrays",
                                   "timedelta64 objects", "object column of dates",
                                   "category of dates", "a deque of rows", "a UserList of rows",
-                                  "an __array__ of datetime64", "an __array__ of objects"])
+                                  "an __array__ of datetime64", "an __array__ of objects",
+                                  "rows exposing datetime64[ns]"])
 def test_dates_are_refused_by_name_before_the_charge(case):
     # A datetime column alone became nanoseconds since 1970 (about 1.6e18),
     # clipped to feature_norm without a word; with numbers, numpy's
@@ -1249,6 +1253,18 @@ def test_dates_in_any_sequence_are_refused_before_a_searchs_charge(monkeypatch):
     rows = memoryview(np.ascontiguousarray(np.c_[np.ones(n), y]))
     np.testing.assert_array_equal(
         DPLinearRegression(accountant=acc, random_state=0).fit(rows, y).coef_, reference)
+
+    class Unreadable:  # (listing it raised its KeyError from the pre-check)
+        def __len__(self):
+            return n
+
+        def __getitem__(self, i):
+            raise KeyError(i)
+
+    spent = len(acc.history)
+    with pytest.raises(ValueError, match="must be arrays of numbers"):
+        DPLinearRegression(accountant=acc).fit(Unreadable(), y)
+    assert len(acc.history) == spent
 
 
 def test_missing_labels_and_ragged_rows_get_clear_errors():
