@@ -345,7 +345,7 @@ def _refuse_temporal(data, name, what):
     data sets; dates among objects (a column of ``np.datetime64`` scalars,
     which numpy turns into numbers) are found by the types of the values, as
     the conversion to numbers reads them (a list as an array of its
-    objects, by :func:`_validate_data_quietly`).
+    objects, by :func:`_dtyped`).
     """
     dtypes = getattr(data, "dtypes", None)  # a pandas DataFrame
     schema = getattr(data, "schema", None)
