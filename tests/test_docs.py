@@ -101,6 +101,20 @@ def test_readme_quickstart_privacy_numbers(executed):
     assert_quoted(acc.spent()[1], acc_delta, "acc.spent() delta")
 
 
+def _check_quickstart_fit(ns, name, here, median):
+    """The fit ``ns[name]`` scores ``here``, and ``median`` over noise seeds 0..99
+    with everything else as in the quickstart (deterministic)."""
+    est = ns[name]
+    X_train, X_test, y_train, y_test = (ns[k] for k in ("X_train", "X_test", "y_train",
+                                                          "y_test"))
+    assert_quoted(est.score(X_test, y_test), here, f"R^2 of the quickstart's {name}")
+    params = {k: v for k, v in est.get_params().items() if k not in ("accountant",
+                                                                      "random_state")}
+    scores = [type(est)(**params, random_state=seed).fit(X_train, y_train).score(X_test, y_test)
+              for seed in range(100)]
+    assert_quoted(statistics.median(scores), median, f"median R^2 of {name} over seeds 0..99")
+
+
 def test_readme_quickstart_scores(executed):
     from sklearn.linear_model import LinearRegression
 
@@ -110,18 +124,10 @@ def test_readme_quickstart_scores(executed):
         rf"reg\.score\(X_test, y_test\)\s*#\s*R\^2 {NUMBER} here; median {NUMBER} over noise "
         rf"seeds 0-99 \({NUMBER} non-private\)",
         "README quickstart")
-    reg = ns["reg"]
-    X_train, X_test, y_train, y_test = (ns[k] for k in ("X_train", "X_test", "y_train",
-                                                          "y_test"))
-    assert_quoted(reg.score(X_test, y_test), here, "R^2 of the quickstart fit")
-    # The median over noise seeds: random_state 0..99, everything else as in the
-    # quickstart (deterministic; over 1000 seeds the median is 0.10).
-    params = {k: v for k, v in reg.get_params().items() if k not in ("accountant",
-                                                                      "random_state")}
-    scores = [type(reg)(**params, random_state=seed).fit(X_train, y_train).score(X_test, y_test)
-              for seed in range(100)]
-    assert_quoted(statistics.median(scores), median, "median R^2 over seeds 0..99")
-    baseline = LinearRegression().fit(X_train, y_train).score(X_test, y_test)
+    # (Over 1000 seeds the median is 0.10.)
+    _check_quickstart_fit(ns, "reg", here, median)
+    baseline = LinearRegression().fit(ns["X_train"], ns["y_train"]).score(ns["X_test"],
+                                                                         ns["y_test"])
     assert_quoted(baseline, non_private, "non-private R^2 (LinearRegression)")
 
 
@@ -133,17 +139,10 @@ def test_readme_quickstart_huber_scores(executed):
         rf"seeds 0-99",
         "README quickstart (Huber)")
     hub, reg = ns["hub"], ns["reg"]
-    X_train, X_test, y_train, y_test = (ns[k] for k in ("X_train", "X_test", "y_train",
-                                                          "y_test"))
     # The same public bounds and budget as the least-squares fit above it.
     for name in ("epsilon", "feature_norm", "y_bound", "norm_bound"):
         assert hub.get_params()[name] == reg.get_params()[name], name
-    assert_quoted(hub.score(X_test, y_test), here, "R^2 of the quickstart Huber fit")
-    params = {k: v for k, v in hub.get_params().items() if k not in ("accountant",
-                                                                      "random_state")}
-    scores = [type(hub)(**params, random_state=seed).fit(X_train, y_train).score(X_test, y_test)
-              for seed in range(100)]
-    assert_quoted(statistics.median(scores), median, "median Huber R^2 over seeds 0..99")
+    _check_quickstart_fit(ns, "hub", here, median)
     total, delta = quoted(block, rf"acc\.spent\(\)\s*#\s*\({NUMBER}, {NUMBER}\)",
                           "README quickstart (Huber)")
     acc = ns["acc"]
