@@ -207,9 +207,13 @@ def _dtyped(data, name, what):
     return None
 
 
-#: Items of a sequence read as objects by the object view (numpy's scalars,
-#: np.datetime64 among them, are recognised there by their type).
-_SCALAR_ITEMS = (np.generic, int, float, complex, str, bytes, list, tuple)
+#: Items numpy reads as scalars whatever else they define (its own scalars
+#: and bytes have the buffer protocol, its scalars ``__array__``).
+_READ_AS_SCALARS = (np.generic, int, float, complex, str, bytes)
+
+#: What makes numpy read an object as the array it exposes.
+_ARRAY_ATTRS = ("__array__", "__array_interface__", "__array_struct__")
+_ARRAY_ATTRS_SET = frozenset(_ARRAY_ATTRS)
 
 
 def _array_items(items):
@@ -217,25 +221,49 @@ def _array_items(items):
     objects exposing one: as objects, their datetime64[ns] values would be
     Python ints), converted, and the other items.
 
-    Whether an item exposes an array is decided once per type (on its first
-    item), so a long list of numbers costs one pass over the types.
+    Whether an item exposes an array is decided once per type (a long list
+    of numbers costs one pass over the types), and item by item only for
+    types whose instances may carry one of their own (numpy reads an
+    ``__array__`` set on an instance).  Subclasses of list and tuple are
+    rows like any other: numpy reads one exposing an array as that array.
     """
-    exposing = {kind for kind in set(map(type, items))
-                if kind is np.ndarray or (not issubclass(kind, _SCALAR_ITEMS) and _exposes_array(
-                    next(item for item in items if type(item) is kind)))}
-    if not exposing:
+    exposing, per_item = set(), set()
+    for kind in _distinct_types(items):
+        if issubclass(kind, _READ_AS_SCALARS) or kind is list or kind is tuple:
+            continue  # (a list or a tuple itself exposes no array)
+        if _exposes_array(next(item for item in items if type(item) is kind)):
+            exposing.add(id(kind))
+        elif getattr(kind, "__dictoffset__", 0):
+            per_item.add(id(kind))
+    if not exposing and not per_item:
         return [], items
-    arrays = [np.asarray(item) for item in items if type(item) in exposing]
-    others = [item for item in items if type(item) not in exposing]
-    return arrays, others
+
+    def read_as_array(item):
+        key = id(type(item))
+        return key in exposing or (key in per_item and not _ARRAY_ATTRS_SET.isdisjoint(
+            getattr(item, "__dict__", ())))
+
+    arrays, others = [], []
+    for item in items:
+        (arrays if read_as_array(item) else others).append(item)
+    return [np.asarray(item) for item in arrays], others
+
+
+def _distinct_types(values):
+    """The distinct types of ``values``, in one C-level pass (by their ids if
+    one is not hashable: its metaclass may define ``__eq__`` alone)."""
+    try:
+        return set(map(type, values))
+    except TypeError:
+        types = list(map(type, values))
+        return list(dict(zip(map(id, types), types, strict=True)).values())
 
 
 def _exposes_array(data):
     """Whether numpy reads ``data`` as an array it exposes (``__array__``, the
     array interface, or the buffer protocol: a 2-D memoryview cannot be
     listed) rather than as a sequence."""
-    if any(hasattr(data, attr) for attr in ("__array__", "__array_interface__",
-                                            "__array_struct__")):
+    if any(hasattr(data, attr) for attr in _ARRAY_ATTRS):
         return True
     try:
         memoryview(data)
@@ -326,7 +354,7 @@ def _holds_temporal_objects(values):
     distinct types of its values: a C-level pass, no copy of numbers; arrays
     among the values, such as 0-d ones from a list of rows, by their own)."""
     values = np.ravel(np.asarray(values, dtype=object))
-    kinds = set(map(type, values))
+    kinds = _distinct_types(values)
     if any(issubclass(kind, _TEMPORAL_SCALARS) for kind in kinds):
         return True
     return any(issubclass(kind, np.ndarray) for kind in kinds) and any(

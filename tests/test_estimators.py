@@ -1174,6 +1174,12 @@ def _dated_frames():
         # Rows exposing arrays were read as objects: datetime64[ns] became ints.
         "rows exposing datetime64[ns]": [_ExposesArray(np.array(
             [np.datetime64("2020-01-01", "ns")] * 2)) for _ in x],
+        # Lists exposing an array were taken for lists, and an __array__ set
+        # on one row alone went unseen: numpy reads both (adversarial check).
+        "list rows exposing datetime64[ns]": [_ListExposingArray(
+            [float(v), 0.0], np.array([np.datetime64("2020-01-01", "ns")] * 2)) for v in x],
+        "a row with its own __array__": [_Row([float(v), 0.0]) for v in x[:-1]] + [
+            _Row([0.0, 0.0], own_array=np.array([np.datetime64("2020-01-01", "ns")] * 2))],
     }
 
 
@@ -1187,6 +1193,32 @@ class _ExposesArray:
         return np.asarray(self.array, dtype=dtype)
 
 
+class _ListExposingArray(list):
+    """A list that numpy reads as the array it exposes."""
+
+    def __init__(self, values, array):
+        super().__init__(values)
+        self.array = array
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self.array, dtype=dtype)
+
+
+class _Row:
+    """A row numpy reads as a sequence, unless it was given an ``__array__`` of its own."""
+
+    def __init__(self, values, own_array=None):
+        self.values = list(values)
+        if own_array is not None:
+            self.__array__ = lambda dtype=None, copy=None: np.asarray(own_array, dtype=dtype)
+
+    def __len__(self):
+        return len(self.values)
+
+    def __getitem__(self, i):
+        return self.values[i]
+
+
 @pytest.mark.parametrize("case", ["datetime alone", "datetime with numbers",
                                   "datetime with time zone", "timedelta", "period", "interval",
                                   "numpy datetime64", "datetime64 objects in a list",
@@ -1195,7 +1227,9 @@ class _ExposesArray:
                                   "timedelta64 objects", "object column of dates",
                                   "category of dates", "a deque of rows", "a UserList of rows",
                                   "an __array__ of datetime64", "an __array__ of objects",
-                                  "rows exposing datetime64[ns]"])
+                                  "rows exposing datetime64[ns]",
+                                  "list rows exposing datetime64[ns]",
+                                  "a row with its own __array__"])
 def test_dates_are_refused_by_name_before_the_charge(case):
     # A datetime column alone became nanoseconds since 1970 (about 1.6e18),
     # clipped to feature_norm without a word; with numbers, numpy's
@@ -1265,6 +1299,28 @@ def test_dates_in_any_sequence_are_refused_before_a_searchs_charge(monkeypatch):
     with pytest.raises(ValueError, match="must be arrays of numbers"):
         DPLinearRegression(accountant=acc).fit(Unreadable(), y)
     assert len(acc.history) == spent
+
+    # Rows of a type whose metaclass defines __eq__ alone (the type is not
+    # hashable): "unhashable type" from the pre-check, where they fitted before.
+    class EqualByIdentity(type):
+        def __eq__(cls, other):
+            return cls is other
+
+    class Row(metaclass=EqualByIdentity):
+        def __init__(self, values):
+            self.values = values
+
+        def __array__(self, dtype=None, copy=None):
+            return np.asarray(self.values, dtype=dtype)
+
+    rows = [Row(row) for row in np.c_[np.ones(n), y]]
+    np.testing.assert_array_equal(
+        DPLinearRegression(accountant=acc, random_state=0).fit(rows, y).coef_, reference)
+    # Rows that are sequences, and lists exposing numbers, fit as those numbers.
+    for rows in ([_Row(row) for row in np.c_[np.ones(n), y]],
+                 [_ListExposingArray([0.0, 0.0], row) for row in np.c_[np.ones(n), y]]):
+        np.testing.assert_array_equal(
+            DPLinearRegression(accountant=acc, random_state=0).fit(rows, y).coef_, reference)
 
 
 def test_missing_labels_and_ragged_rows_get_clear_errors():
