@@ -1323,6 +1323,46 @@ def test_dates_in_any_sequence_are_refused_before_a_searchs_charge(monkeypatch):
             DPLinearRegression(accountant=acc, random_state=0).fit(rows, y).coef_, reference)
 
 
+@pytest.mark.parametrize("library", ["polars", "pyarrow"])
+def test_polars_and_pyarrow_data_fit_as_numpy_and_dates_are_refused(library):
+    # Read by their schema (no pandas in between): numbers fit as the same
+    # numbers in numpy (up to the column-major layout's rounding), with their
+    # column names; date, time and duration columns are refused before the charge.
+    import datetime
+
+    lib = pytest.importorskip(library)
+    n = 60
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 2))
+    y = X @ [1.0, -1.0]
+    days = [datetime.date(2020, 1, 1) + datetime.timedelta(days=i) for i in range(n)]
+    moments = [datetime.datetime(2020, 1, 1) + datetime.timedelta(hours=i) for i in range(n)]
+    durations = [datetime.timedelta(seconds=i) for i in range(n)]
+    if library == "polars":
+        frame = lambda columns: lib.DataFrame(columns)  # noqa: E731
+        column = lambda values: lib.Series("when", values)  # noqa: E731
+    else:
+        frame = lambda columns: lib.table(columns)  # noqa: E731
+        column = lambda values: lib.array(values)  # noqa: E731
+    acc = PrivacyAccountant(epsilon=10.0, delta=1e-5)
+    kwargs = dict(feature_norm=3.0, y_bound=(-4.0, 4.0), norm_bound=3.0, random_state=0)
+    fitted = DPLinearRegression(accountant=acc, **kwargs).fit(
+        frame({"a": X[:, 0], "b": X[:, 1]}), column(y))
+    reference = DPLinearRegression(**kwargs).fit(X, y)
+    np.testing.assert_allclose(fitted.coef_, reference.coef_, rtol=0, atol=1e-12)
+    assert list(fitted.feature_names_in_) == ["a", "b"]
+    np.testing.assert_allclose(fitted.predict(frame({"a": X[:, 0], "b": X[:, 1]})),
+                               reference.predict(X), rtol=0, atol=1e-12)
+    spent = len(acc.history)
+    for values in (days, moments, durations):
+        with pytest.raises(ValueError, match="column 'when' of X has dtype .*must hold numbers"):
+            DPLinearRegression(accountant=acc, **kwargs).fit(
+                frame({"a": X[:, 0], "when": column(values)}), y)
+        with pytest.raises(ValueError, match="y has dtype .*must hold numbers"):
+            DPLinearRegression(accountant=acc, **kwargs).fit(X, column(values))
+    assert len(acc.history) == spent
+
+
 def test_missing_labels_and_ragged_rows_get_clear_errors():
     pd = pytest.importorskip("pandas")
     X = np.linspace(-1.0, 1.0, 50)[:, None]
