@@ -374,6 +374,42 @@ def test_a_block_in_this_process_beats_a_detached_pickled_default(data):
     assert len(budget.history) == 2 and detached.history == []
 
 
+@pytest.mark.parametrize("wrapper", ["grid", "random", "boosting"])
+@pytest.mark.parametrize("in_pipeline", [False, True])
+def test_a_wrapper_refuses_as_its_estimator_would_for_a_default_that_is_gone(
+        data, wrapper, in_pipeline):
+    # The estimator refuses (its default_accountant block is gone); a search
+    # or boosting wrapped around it looked at its own default only, found
+    # none, and charged this process's unlimited default: the releases ran,
+    # recorded nowhere the user looks (adversarial check).
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    from dp_glm_sklearn import DPConfidenceBoosting, DPGridSearchCV
+
+    X, y = data
+    gone = PrivacyAccountant(epsilon=5.0)
+    gone._copy = True  # as loaded from a pickle after its original was collected
+    est = DPLogisticRegression(classes=[0, 1])  # (the wrappers seed it)
+    est._pickled_default_accountant = gone
+    prefix = ""
+    if in_pipeline:
+        est, prefix = make_pipeline(FunctionTransformer(), est), "dplogisticregression__"
+    grid = {prefix + "norm_bound": [1.0, 2.0]}
+    search = {"grid": lambda: DPGridSearchCV(est, grid, epsilon=1.0),
+              "random": lambda: DPRandomizedSearchCV(est, grid, epsilon=1.0, random_state=0),
+              "boosting": lambda: DPConfidenceBoosting(est, epsilon=1.0, random_state=0)}[wrapper]
+    default = get_default_accountant()
+    spent = len(default.history)
+    with pytest.raises(RuntimeError, match="saved while a default_accountant"):
+        search().fit(X, y)
+    assert len(default.history) == spent and gone.history == []
+    budget = PrivacyAccountant(epsilon=5.0)
+    with default_accountant(budget):  # a block in this process comes first, as for the estimator
+        search().fit(X, y)
+    assert len(budget.history) == 1 and len(default.history) == spent
+
+
 @pytest.mark.parametrize("kind", ["estimator", "search", "boosting"])
 def test_a_refusal_explains_a_release_asked_for_at_a_larger_delta(data, kind):
     # A budget of epsilon 1 refuses a fit at epsilon 1 asked for at a delta

@@ -478,7 +478,16 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                     "give the accountant to one of them."
                 )
             return self.accountant
-        return slot.accountant if slot.accountant is not None else self._default_accountant()
+        if slot.accountant is not None:
+            return slot.accountant
+        # The default of this process, unless the search or its estimator
+        # carries one from a block that is gone or in another process: then
+        # the estimator's own fit would be refused, and so is the search's
+        # (it charged this process's unlimited default, unrecorded).
+        owner = slot.owner(self.estimator)
+        if isinstance(owner, _DefaultAccountantMixin):
+            owner._default_accountant()
+        return self._default_accountant()
 
     def _check_budget(self, slot, events, delta):
         """The accountant to charge, once it is known to afford ``events``.
@@ -835,31 +844,96 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
     # -- delegation ----------------------------------------------------------
     @available_if(_search_estimator_has("predict"))
     def predict(self, X):
-        """Predict with the chosen estimator."""
+        """Predict with the chosen estimator (``best_estimator_.predict``).
+
+        Post-processing of the released model: no further cost to the training data.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Data to predict.
+
+        Returns
+        -------
+        y_pred : ndarray of shape (n_samples,)
+            Predicted targets or class labels.
+        """
         check_is_fitted(self)
         return self.best_estimator_.predict(X)
 
     @available_if(_search_estimator_has("predict_proba"))
     def predict_proba(self, X):
-        """Class probabilities of the chosen estimator."""
+        """Class probabilities of the chosen estimator (``best_estimator_.predict_proba``).
+
+        Post-processing of the released model: no further cost to the training data.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Data to score.
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+            Probabilities of the classes, in the order of ``classes_``.
+        """
         check_is_fitted(self)
         return self.best_estimator_.predict_proba(X)
 
     @available_if(_search_estimator_has("predict_log_proba"))
     def predict_log_proba(self, X):
-        """Log class probabilities of the chosen estimator."""
+        """Log class probabilities of the chosen estimator (``best_estimator_.predict_log_proba``).
+
+        Post-processing of the released model: no further cost to the training data.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Data to score.
+
+        Returns
+        -------
+        log_proba : ndarray of shape (n_samples, n_classes)
+            Logarithms of the probabilities, in the order of ``classes_``.
+        """
         check_is_fitted(self)
         return self.best_estimator_.predict_log_proba(X)
 
     @available_if(_search_estimator_has("decision_function"))
     def decision_function(self, X):
-        """Decision function of the chosen estimator."""
+        """Decision function of the chosen estimator (``best_estimator_.decision_function``).
+
+        Post-processing of the released model: no further cost to the training data.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Data to score.
+
+        Returns
+        -------
+        scores : ndarray of shape (n_samples,) or (n_samples, n_classes)
+            Margins: one column for two classes, one per class otherwise.
+        """
         check_is_fitted(self)
         return self.best_estimator_.decision_function(X)
 
     @available_if(_search_estimator_has("transform"))
     def transform(self, X):
-        """Transform with the chosen estimator."""
+        """Transform with the chosen estimator (``best_estimator_.transform``).
+
+        Post-processing of the released model: no further cost to the training data.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Data to transform.
+
+        Returns
+        -------
+        X_new : ndarray
+            ``X`` transformed by the chosen estimator.
+        """
         check_is_fitted(self)
         return self.best_estimator_.transform(X)
 
@@ -875,6 +949,20 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         ``sample_weight`` if given.
 
         Not private with respect to (X, y): score public or held-out test data.
+
+        Parameters
+        ----------
+        X : {array-like, sparse matrix} of shape (n_samples, n_features)
+            Test data.
+        y : array-like of shape (n_samples,)
+            Their targets or class labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Weights of the test samples.
+
+        Returns
+        -------
+        score : float
+            The score (higher is better).
         """
         check_is_fitted(self)
         best = self.best_estimator_
@@ -1113,12 +1201,24 @@ class DPGridSearchCV(_BaseDPSearch):
             If the accountant cannot afford (epsilon, delta); nothing is
             trained.
         """
-        candidates = list(ParameterGrid(self.param_grid))
+        try:
+            candidates = list(ParameterGrid(self.param_grid))
+        except (TypeError, ValueError) as exc:  # (scikit-learn's words name no parameter)
+            exc.args = (f"The 'param_grid' parameter of {type(self).__name__}: {exc}",)
+            raise
         if not candidates:
             raise ValueError("The 'param_grid' parameter must contain at least one candidate.")
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(candidates, slot)
         _validate_candidates(self.estimator, candidates, slot)
+        if len(candidates) == 1:
+            spent = ("split between the candidate and the refit (refit_share)" if self.refit
+                     else "spent on training it on the training part alone")
+            warn_user(
+                f"The 'param_grid' of {type(self).__name__} has one candidate "
+                f"({candidates[0]!r}): there is nothing to select, and the budget is {spent}. "
+                "Fitting the estimator itself at the same epsilon trains it once, on all the "
+                "data, with the whole budget.", UserWarning)
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         self._validation_size(n_samples)
         plan = self._plan(len(candidates), n_samples)
