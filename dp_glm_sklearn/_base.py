@@ -770,6 +770,10 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         # calibrated to exactly (epsilon, delta), i.e. one mu-GDP release.
         _check_release(accountant, [GaussianEvent(mu=gdp_mu(epsilon, delta))], epsilon, delta)
         if isinstance(self.norm_bound, str):
+            if self.norm_bound != "auto":  # (under skip_parameter_validation: any text ran "auto")
+                raise InvalidParameterError(
+                    f"The 'norm_bound' parameter of {type(self).__name__} must be a float in the "
+                    f"range (0.0, inf) or 'auto'. Got {self.norm_bound!r} instead.")
             # "auto": the paper's private grid search over B (SPEC 5), one
             # Gaussian event of the same total cost; the search validates the
             # data before it charges anything, as the direct path does here.
@@ -831,8 +835,11 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         of either storage is reserved); ``copies``: how many such fits a
         search runs at once (the memory of each is reserved).
         """
-        if self.max_iter is not None and not 1 <= self.max_iter <= MAX_ITER:
-            # (Also under skip_parameter_validation: 2**40 steps ran for ever.)
+        if self.max_iter is not None and not (
+                isinstance(self.max_iter, Integral) and not isinstance(self.max_iter, bool)
+                and 1 <= self.max_iter <= MAX_ITER):
+            # (Also under skip_parameter_validation: 2**40 steps ran for ever,
+            # and max_iter=2.5 ran 2.)
             raise InvalidParameterError(
                 f"The 'max_iter' parameter of {type(self).__name__} must be an int in the "
                 f"range [1, {MAX_ITER}] or None. Got {self.max_iter!r} instead.")

@@ -8,7 +8,8 @@ break has one place to fix, and until then the package keeps working on
 the fallbacks below:
 
 - ``Interval``, ``StrOptions``, ``HasMethods`` and :func:`validate_params`:
-  the declarative parameter checks of ``_parameter_constraints``;
+  the declarative parameter checks of ``_parameter_constraints`` (``Interval``
+  refusing bools, unlike scikit-learn's own);
 - ``fit_context``: the decorator that validates the parameters before
   ``fit`` (scikit-learn's ``_fit_context``; :func:`validated_even_if_skipped`
   adds the validation under ``skip_parameter_validation``);
@@ -61,13 +62,18 @@ class InvalidParameterError(ValueError, TypeError):
 
 
 class _Interval:
-    """Numbers of ``type`` between ``left`` and ``right`` (``None``: unbounded)."""
+    """Numbers of ``type`` between ``left`` and ``right`` (``None``: unbounded).
+
+    ``True`` and ``False`` are refused: to Python a bool is an int (and
+    scikit-learn's ``Interval`` accepts one), but ``epsilon=True`` or
+    ``max_iter=True`` is a mistake, not a budget of 1 or one step.
+    """
 
     def __init__(self, type, left, right, *, closed):
         self.type, self.left, self.right, self.closed = type, left, right, closed
 
     def is_satisfied_by(self, value):
-        if not isinstance(value, self.type):
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, self.type):
             return False
         if isinstance(value, float) and math.isnan(value):
             return False
@@ -240,3 +246,9 @@ if USING_FALLBACKS:
     num_samples, safe_indexing = _num_samples_fallback, _safe_indexing_fallback
 else:  # scikit-learn's own class, which callers may catch by name
     InvalidParameterError = _SklearnIPE  # noqa: F811
+
+    class Interval(Interval):  # noqa: F811 (scikit-learn's, refusing bools as _Interval does)
+        """scikit-learn's ``Interval``, refusing ``True`` and ``False`` (see :class:`_Interval`)."""
+
+        def is_satisfied_by(self, val):
+            return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)

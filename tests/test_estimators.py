@@ -474,6 +474,11 @@ BAD_PARAMS = [
     (dict(y_bound=(0, np.inf)), "y_bound"),
     (dict(y_bound=-2.0), "y_bound"),
     (dict(threshold=0.0), "threshold"),
+    # A bool is an int to Python: epsilon=True ran at 1, max_iter=True one step.
+    (dict(epsilon=True), "epsilon"),
+    (dict(max_iter=True), "max_iter"),
+    (dict(method="jl", projection_dim=True), "projection_dim"),
+    (dict(norm_bound=False), "norm_bound"),
 ]
 
 
@@ -1015,6 +1020,11 @@ _Y_BOUND = r"'y_bound' parameter .* (positive|range \(0.0, inf\))"
     (dict(y_bound=-0.5, method="output_perturbation"), _Y_BOUND),
     (dict(y_bound=-0.5, fit_intercept=False), _Y_BOUND),
     (dict(y_bound=float("nan")), _Y_BOUND),
+    # Under skip_parameter_validation, 2.5 (and True) ran 2 (and 1) steps, and any text
+    # as norm_bound ran "auto" (helper review).
+    (dict(max_iter=2.5), "'max_iter' parameter .* an int"),
+    (dict(max_iter=True), "'max_iter' parameter .* an int"),
+    (dict(norm_bound="x"), "'norm_bound' parameter .*'auto'"),
 ])
 def test_extreme_parameters_are_refused_before_the_charge(params, match, skip_validation,
                                                           monkeypatch):

@@ -1040,13 +1040,19 @@ def test_regression_delegation(reg_data):
         (dict(scoring="r2"), "scoring"),
         (dict(epsilon=-1.0), "epsilon"),
         (dict(param_grid=[]), "at least one"),
+        # (scikit-learn's words, which did not say which parameter was wrong)
+        (dict(param_grid={"norm_bound": []}),
+         "The 'param_grid' parameter of DPGridSearchCV: .*'norm_bound' .*non-empty"),
+        (dict(param_grid={"norm_bound": 5.0}),
+         "The 'param_grid' parameter of DPGridSearchCV: .*'norm_bound' .*a list"),
     ],
 )
 def test_bad_parameters(clf_data, kwargs, match):
     acc = PrivacyAccountant(delta=DELTA)
     args = dict(estimator=_clf(), param_grid=GRID, accountant=acc, delta=DELTA)
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises((ValueError, TypeError), match=match):
         DPGridSearchCV(**{**args, **kwargs}).fit(*clf_data)
+    assert acc.history == []
 
 
 def test_estimator_without_dp_parameters_is_refused(clf_data):
@@ -1597,7 +1603,8 @@ def test_invalid_candidate_is_refused_before_any_charge(reg_data):
     acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
     search = DPGridSearchCV(_reg(), {"norm_bound": [1.0, -1.0]}, epsilon=1.0, delta=DELTA,
                             accountant=acc)
-    with pytest.raises(ValueError, match="norm_bound"):
+    with pytest.raises(ValueError, match="'norm_bound' parameter of DPLinearRegression .*Got "
+                       r"-1.0 instead. \(in the candidate {'norm_bound': -1.0} of the search's"):
         search.fit(*reg_data)
     assert acc.history == [] and not hasattr(search, "best_estimator_")
 
@@ -2370,11 +2377,32 @@ def test_an_auto_candidates_radii_are_checked_before_the_outer_charge():
     assert acc.history == []
 
 
-def test_max_iter_true_is_one_step_and_auto_asks_for_y():
+@pytest.mark.parametrize("refit", [False, True])
+def test_a_grid_of_one_candidate_warns_that_there_is_nothing_to_select(reg_data, refit):
+    # {} is one candidate, as in scikit-learn: the whole budget went to the
+    # default estimator trained on part of the data, without a word (review).
+    acc = PrivacyAccountant()
+    for grid in ({}, {"norm_bound": [2.0]}):
+        with pytest.warns(UserWarning, match="has one candidate .*nothing to select.*"
+                          + ("refit" if refit else "training part alone")):
+            DPGridSearchCV(_reg(), grid, refit=refit, accountant=acc).fit(*reg_data)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DPGridSearchCV(_reg(), {"norm_bound": [1.0, 2.0]}, refit=refit,
+                       accountant=acc).fit(*reg_data)
+
+
+def test_max_iter_true_is_refused_before_any_charge_and_auto_asks_for_y():
     X = np.random.default_rng(0).normal(size=(40, 2))
     y = (X[:, 0] > 0).astype(int)
-    # A bool is an int, as in scikit-learn.
-    assert _clf().set_params(max_iter=True).fit(X, y).n_iter_ == 1
+    # A bool is an int to Python (and to scikit-learn's Interval): max_iter=True
+    # ran one step. A mistake, refused by name, in a grid too.
+    acc = PrivacyAccountant()
+    with pytest.raises(ValueError, match="'max_iter' parameter .* Got True"):
+        _clf().set_params(max_iter=True, accountant=acc).fit(X, y)
+    with pytest.raises(ValueError, match="Got True .*in the candidate {'max_iter': True}"):
+        DPGridSearchCV(_clf(), {"max_iter": [True, 5]}, accountant=acc).fit(X, y)
+    assert acc.history == []
     with pytest.raises(ValueError, match="requires y to be passed"):
         _clf(norm_bound="auto").fit(X, None)
 

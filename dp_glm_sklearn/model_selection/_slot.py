@@ -137,11 +137,15 @@ def _validate_candidates(estimator, candidates, slot):
             )
         # scikit-learn's declarative checks, of every step with them.
         parts = [candidate, *candidate.get_params(deep=True).values()]
-        for part in parts:
-            if isinstance(part, BaseEstimator) and hasattr(part, "_parameter_constraints"):
-                validate_params(part)
-        if hasattr(owner, "_y_interval") and not is_classifier(owner):
-            owner._y_interval()  # a malformed y_bound
+        try:
+            for part in parts:
+                if isinstance(part, BaseEstimator) and hasattr(part, "_parameter_constraints"):
+                    validate_params(part)
+            if hasattr(owner, "_y_interval") and not is_classifier(owner):
+                owner._y_interval()  # a malformed y_bound
+        except (TypeError, ValueError) as exc:  # (named by the estimator's parameter only)
+            exc.args = (f"{exc} (in the candidate {params!r} of the search's grid)",)
+            raise
 
 
 def _column_dtype(values):

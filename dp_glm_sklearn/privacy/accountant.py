@@ -192,6 +192,14 @@ class PrivacyAccountant:
         The epsilon budget (read-only).
     delta : float
         The delta of the budget (read-only).
+    history : list of SpendRecord
+        Every charge, oldest first: its events, who released it, when, and the
+        total after it (read-only).
+    events : list
+        The events of every charge, flattened, oldest first (read-only).
+    detached : bool
+        True for a copy (in another process, or loaded from a pickle): it can
+        be read but refuses to spend (read-only).
 
     Notes
     -----
