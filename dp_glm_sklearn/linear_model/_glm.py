@@ -646,8 +646,10 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
                 raise ValueError(
                     "y contains labels not in the declared 'classes' parameter "
                     f"{classes.tolist()}; every label must be one of them. (Inside "
-                    "scikit-learn's VotingClassifier, StackingClassifier, BaggingClassifier "
-                    "or OneVsRestClassifier, y is re-encoded as 0, ..., k-1: declare those.)"
+                    "scikit-learn's VotingClassifier, StackingClassifier, BaggingClassifier, "
+                    "OneVsRestClassifier, or cross_val_predict with method='predict_proba', "
+                    "'decision_function' or 'predict_log_proba', y is re-encoded as 0, ..., "
+                    "k-1: declare those.)"
                 )
         if classes.size < 2:  # (read from y: declared ones are checked as a parameter)
             # A label read from y is a value of the private data: not shown.

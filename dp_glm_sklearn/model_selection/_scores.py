@@ -58,8 +58,10 @@ def _glm_loss_bound(owner):
     ``log(1 + e^{B X_aug})`` for the logistic loss and
     ``log(1 + (K - 1) e^{sqrt(2) B X_aug})`` for the multinomial loss
     (``|z_k - z_y| <= ||w_k - w_y|| X <= sqrt(2) ||W|| X``).  This is the
-    paper's Delta(B) (Assumption 2); the per-example losses are clipped at it,
-    so it is their exact bound whatever the model.
+    paper's Delta(B) (Assumption 2).  It bounds the losses of a model in the
+    ball; a JL candidate's released ``Phi^T w`` may lie outside it, and the
+    per-example losses are clipped at Delta(B), so Delta(B) bounds them for
+    every candidate.
     """
     B = float(getattr(owner, "norm_bound_", owner.norm_bound))
     bz = B * _augmented_feature_norm(owner)
