@@ -738,7 +738,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         return [f"{type(self).__name__}: {message}." for message in unused]
 
     @fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Fit the model with an (epsilon, delta)-DP guarantee.
 
         Parameters
@@ -748,6 +748,11 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             down to it (clipping); nothing is computed from X without noise.
         y : array-like of shape (n_samples,)
             Targets.
+        **fit_params : none accepted
+            There is no ``sample_weight``: a weight scales one record's
+            influence, hence the sensitivity the noise is calibrated to.
+            Any keyword raises a TypeError saying so, before anything is
+            read or charged.
 
         Returns
         -------
@@ -761,6 +766,11 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             trained and the estimator is left as it was (unfitted, or with
             its previous fit).
         """
+        if fit_params:
+            raise TypeError(
+                f"{type(self).__name__}.fit takes X and y only; got {sorted(fit_params)}. "
+                "There is no sample_weight: a weight scales one record's influence, hence "
+                "the sensitivity the noise is calibrated to.")
         # (y is checked first: norm_bound="auto" reads it first.)
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         accountant = self._accountant()

@@ -755,6 +755,25 @@ def test_label_not_in_declared_classes_is_an_error():
     assert proba.shape == (30, 2) and len(acc.history) == 3
 
 
+@pytest.mark.parametrize("Est", [DPLinearRegression, DPLogisticRegression, DPHuberRegressor])
+def test_fit_parameters_are_refused_with_the_reason_before_the_charge(Est):
+    # Python's "_BaseDPGLM.fit() got an unexpected keyword argument" named a
+    # private class and no reason (usability review).
+    from sklearn.utils.validation import has_fit_parameter
+
+    X, y = _regression(n=30, d=2)
+    y = (y > 0).astype(int)
+    acc = PrivacyAccountant()
+    est = Est(accountant=acc, **({"classes": [0, 1]} if Est is DPLogisticRegression else {}))
+    with pytest.raises(TypeError, match=rf"{Est.__name__}.fit takes X and y only; got "
+                       r"\['sample_weight'\]. There is no sample_weight: a weight scales"):
+        est.fit(X, y, sample_weight=np.ones(30))
+    assert acc.history == [] and not hasattr(est, "coef_")
+    # scikit-learn's tools see no sample_weight to pass (nor to route).
+    assert not has_fit_parameter(est, "sample_weight")
+    assert not hasattr(est, "set_fit_request")
+
+
 def test_continuous_declared_classes_are_refused_before_y_is_read():
     # Accepted, a declared class 0.5 failed scikit-learn's target check only
     # when a record had that label: one record decided whether fit raised.

@@ -484,7 +484,9 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-        Class labels.
+        Class labels, sorted: the declared ``classes`` as numpy reads them
+        (their values and dtype, not y's: ``classes=[0, 1]`` predicts ints
+        for a boolean y), or those read from ``y``.
 
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
         Coefficients (one row for two classes), in the float dtype of the
