@@ -223,25 +223,31 @@ def _array_items(items):
 
     Whether an item exposes an array is decided once per type (a long list
     of numbers costs one pass over the types), and item by item only for
-    types whose instances may carry one of their own (numpy reads an
-    ``__array__`` set on an instance).  Subclasses of list and tuple are
-    rows like any other: numpy reads one exposing an array as that array.
+    types whose instances may expose one of their own (numpy reads an
+    ``__array__`` set on an instance, or one a ``__getattr__`` returns for
+    some instances only).  Subclasses of list and tuple are rows like any
+    other: numpy reads one exposing an array as that array.
     """
-    exposing, per_item = set(), set()
+    exposing, by_dict, by_lookup = set(), set(), set()
     for kind in _distinct_types(items):
         if issubclass(kind, _READ_AS_SCALARS) or kind is list or kind is tuple:
             continue  # (a list or a tuple itself exposes no array)
         if _exposes_array(next(item for item in items if type(item) is kind)):
             exposing.add(id(kind))
+        elif hasattr(kind, "__getattr__") or kind.__getattribute__ is not object.__getattribute__:
+            by_lookup.add(id(kind))
         elif getattr(kind, "__dictoffset__", 0):
-            per_item.add(id(kind))
-    if not exposing and not per_item:
+            by_dict.add(id(kind))
+    if not (exposing or by_dict or by_lookup):
         return [], items
 
     def read_as_array(item):
         key = id(type(item))
-        return key in exposing or (key in per_item and not _ARRAY_ATTRS_SET.isdisjoint(
-            getattr(item, "__dict__", ())))
+        if key in exposing:
+            return True
+        if key in by_dict:
+            return not _ARRAY_ATTRS_SET.isdisjoint(getattr(item, "__dict__", ()))
+        return key in by_lookup and any(hasattr(item, attr) for attr in _ARRAY_ATTRS)
 
     arrays, others = [], []
     for item in items:
@@ -378,9 +384,10 @@ def _refuse_temporal(data, name, what):
     dtypes = getattr(data, "dtypes", None)  # a pandas DataFrame
     schema = getattr(data, "schema", None)
     frame = hasattr(dtypes, "items")
+    polars_frame = not frame and hasattr(schema, "items")
     if frame:
         columns = list(dtypes.items())
-    elif hasattr(schema, "items"):  # a polars DataFrame
+    elif polars_frame:
         columns = list(schema.items())
     elif hasattr(schema, "names") and hasattr(schema, "types"):  # a pyarrow Table
         columns = list(zip(schema.names, schema.types, strict=True))
@@ -390,12 +397,19 @@ def _refuse_temporal(data, name, what):
         return
     # Columns of objects are looked at in one block (one pass, however many
     # columns), and one by one only to name the culprit.
-    objects = [i for i, (_, dtype) in enumerate(columns) if getattr(dtype, "kind", None) == "O"]
+    objects = [i for i, (_, dtype) in enumerate(columns) if _of_python_objects(dtype)]
+
+    def block(positions):
+        if frame:
+            return data.iloc[:, positions].to_numpy(dtype=object)
+        if polars_frame:
+            return np.asarray(data.select([columns[i][0] for i in positions]), dtype=object)
+        return data
+
     suspects = set()
-    if objects and _holds_temporal_objects(data.iloc[:, objects].to_numpy(dtype=object)
-                                           if frame else data):
-        suspects = {i for i in objects
-                    if not frame or _holds_temporal_objects(data.iloc[:, i].to_numpy(object))}
+    if objects and _holds_temporal_objects(block(objects)):
+        suspects = {i for i in objects if not (frame or polars_frame)
+                    or _holds_temporal_objects(block([i]))}
     for position, (column, dtype) in enumerate(columns):
         where = f"column {column!r} of {what}" if column is not None else what
         if _temporal(dtype):
@@ -405,6 +419,14 @@ def _refuse_temporal(data, name, what):
         else:
             continue
         raise _temporal_error(name, what, where, found)
+
+
+def _of_python_objects(dtype):
+    """Whether a column of ``dtype`` holds Python objects, as numpy's object
+    dtype and pandas' strings and categoricals do (kind ``O``) and polars'
+    ``Object`` does (np.datetime64 values among them become numbers)."""
+    return getattr(dtype, "kind", None) == "O" or (
+        type(dtype).__name__ == "Object" and type(dtype).__module__.startswith("polars"))
 
 
 def _temporal_error(name, what, where, found):

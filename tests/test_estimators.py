@@ -1218,6 +1218,9 @@ def _dated_frames():
             [float(v), 0.0], np.array([np.datetime64("2020-01-01", "ns")] * 2)) for v in x],
         "a row with its own __array__": [_Row([float(v), 0.0]) for v in x[:-1]] + [
             _Row([0.0, 0.0], own_array=np.array([np.datetime64("2020-01-01", "ns")] * 2))],
+        # (... or one that __getattr__ returns for some rows only, not the first)
+        "rows whose __getattr__ exposes an array": [_LookedUpRow(False)] + [
+            _LookedUpRow(True) for _ in x[1:]],
     }
 
 
@@ -1240,6 +1243,27 @@ class _ListExposingArray(list):
 
     def __array__(self, dtype=None, copy=None):
         return np.asarray(self.array, dtype=dtype)
+
+
+class _LookedUpRow:
+    """A row of two numbers, or (``dated``) one exposing two datetime64[ns] by ``__getattr__``."""
+
+    def __init__(self, dated):
+        self.dated = dated
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        if i >= 2:
+            raise IndexError(i)
+        return 1.0
+
+    def __getattr__(self, name):
+        if name == "__array__" and self.__dict__.get("dated"):
+            dates = np.array([np.datetime64("2020-01-01", "ns")] * 2)
+            return lambda dtype=None, copy=None: dates
+        raise AttributeError(name)
 
 
 class _Row:
@@ -1267,7 +1291,8 @@ class _Row:
                                   "an __array__ of datetime64", "an __array__ of objects",
                                   "rows exposing datetime64[ns]",
                                   "list rows exposing datetime64[ns]",
-                                  "a row with its own __array__"])
+                                  "a row with its own __array__",
+                                  "rows whose __getattr__ exposes an array"])
 def test_dates_are_refused_by_name_before_the_charge(case):
     # A datetime column alone became nanoseconds since 1970 (about 1.6e18),
     # clipped to feature_norm without a word; with numbers, numpy's
@@ -1425,6 +1450,16 @@ def test_polars_and_pyarrow_data_fit_as_numpy_and_dates_are_refused(library):
         with pytest.raises(ValueError, match="y has dtype .*must hold numbers"):
             DPLinearRegression(accountant=acc, **kwargs).fit(X, column(values))
     assert len(acc.history) == spent
+    if library == "polars":
+        # A column of Python objects holding np.datetime64 became nanoseconds
+        # (polars' Object dtype has no numpy kind; adversarial check).
+        dated = lib.Series("when", [np.datetime64(day, "ns") for day in days], dtype=lib.Object)
+        with pytest.raises(ValueError, match="column 'when' of X holds dates"):
+            DPLinearRegression(accountant=acc, **kwargs).fit(
+                frame({"a": X[:, 0], "when": dated}), y)
+        with pytest.raises(ValueError, match="column 'when' of y holds dates"):
+            DPLinearRegression(accountant=acc, **kwargs).fit(X, dated)
+        assert len(acc.history) == spent
 
 
 def test_missing_labels_and_ragged_rows_get_clear_errors():

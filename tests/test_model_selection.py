@@ -1599,6 +1599,33 @@ def test_boosting_turns_good_on_average_into_good_with_high_probability():
     assert boosted_failures < single_failures
 
 
+def test_grid_errors_blame_the_grid_only_for_its_values_and_keep_their_type(reg_data):
+    # A bad value outside the grid was reported "(in the candidate ... of the
+    # search's grid)"; an exception re-raised with new args could not be
+    # pickled (a UnicodeDecodeError); a grid replacing the DP estimator by one
+    # with another accountant charged the process's default (adversarial check).
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import Normalizer
+
+    from dp_glm_sklearn.model_selection._slot import _with_message
+
+    acc = PrivacyAccountant()
+    pipe = make_pipeline(Normalizer(norm="bogus"), _reg())
+    with pytest.raises(ValueError, match="Got 'bogus' instead.$"):
+        DPGridSearchCV(pipe, {"dplinearregression__max_iter": [5, 10]},
+                       accountant=acc).fit(*reg_data)
+    other = PrivacyAccountant(epsilon=0.5)
+    with pytest.raises(ValueError, match="replaces the DP estimator by one charging another "
+                                         "accountant"):
+        DPGridSearchCV(make_pipeline(Normalizer(), _reg()),
+                       {"dplinearregression": [_reg(accountant=other), _reg()]},
+                       accountant=acc).fit(*reg_data)
+    assert acc.history == [] and other.history == []
+    error = _with_message(UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad"), "context: bad")
+    assert isinstance(error, ValueError) and str(error) == "context: bad"
+    assert str(pickle.loads(pickle.dumps(error))) == "context: bad"
+
+
 def test_invalid_candidate_is_refused_before_any_charge(reg_data):
     acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
     search = DPGridSearchCV(_reg(), {"norm_bound": [1.0, -1.0]}, epsilon=1.0, delta=DELTA,

@@ -146,6 +146,7 @@ from ._slot import (
     _value_key,
     _warn_fitted_preprocessing,
     _warn_overridden,
+    _with_message,
     _with_params,
 )
 
@@ -1204,16 +1205,17 @@ class DPGridSearchCV(_BaseDPSearch):
         try:
             candidates = list(ParameterGrid(self.param_grid))
         except (TypeError, ValueError) as exc:  # (scikit-learn's words name no parameter)
-            exc.args = (f"The 'param_grid' parameter of {type(self).__name__}: {exc}",)
-            raise
+            raise _with_message(exc, f"The 'param_grid' parameter of {type(self).__name__}: "
+                                     f"{exc}") from None
         if not candidates:
             raise ValueError("The 'param_grid' parameter must contain at least one candidate.")
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(candidates, slot)
         _validate_candidates(self.estimator, candidates, slot)
         if len(candidates) == 1:
-            spent = ("split between the candidate and the refit (refit_share)" if self.refit
-                     else "spent on training it on the training part alone")
+            spent = ("split between the candidate with its selection and the refit "
+                     "(refit_share)" if self.refit else "spent on training it on the training "
+                     "part alone (the validation part serves a selection with one choice)")
             warn_user(
                 f"The 'param_grid' of {type(self).__name__} has one candidate "
                 f"({candidates[0]!r}): there is nothing to select, and the budget is {spent}. "

@@ -121,7 +121,8 @@ def _validate_candidates(estimator, candidates, slot):
     An invalid value in the grid (say ``norm_bound=-1``) would otherwise raise
     only when its candidate is trained, after the whole budget was spent.
     """
-    expected = type(slot.owner(estimator))
+    template = slot.owner(estimator)
+    expected = type(template)
     for params in candidates:
         candidate = _with_params(estimator, params)
         if _find_dp_slot(candidate).prefix != slot.prefix:
@@ -135,17 +136,47 @@ def _validate_candidates(estimator, candidates, slot):
                 f"The parameter grid replaces the DP estimator {expected} by {type(owner)} "
                 f"({params!r}); the grid may change its parameters only."
             )
-        # scikit-learn's declarative checks, of every step with them.
-        parts = [candidate, *candidate.get_params(deep=True).values()]
+        if (owner.get_params(deep=False).get("accountant") is not slot.accountant
+                or owner.__dict__.get("_pickled_default_accountant")
+                is not template.__dict__.get("_pickled_default_accountant")):
+            # (Its own accountant was charged nothing: the search charges one.)
+            raise ValueError(
+                f"The parameter grid replaces the DP estimator by one charging another "
+                f"accountant ({params!r}); the search charges one accountant for all its "
+                "candidates: give it to the search or to the estimator, not in the grid."
+            )
         try:
-            for part in parts:
-                if isinstance(part, BaseEstimator) and hasattr(part, "_parameter_constraints"):
-                    validate_params(part)
-            if hasattr(owner, "_y_interval") and not is_classifier(owner):
-                owner._y_interval()  # a malformed y_bound
-        except (TypeError, ValueError) as exc:  # (named by the estimator's parameter only)
-            exc.args = (f"{exc} (in the candidate {params!r} of the search's grid)",)
-            raise
+            _check_parameters(candidate, owner)
+        except (TypeError, ValueError) as exc:
+            try:  # (a value outside the grid, failing the template too, is not the grid's)
+                _check_parameters(estimator, template)
+            except (TypeError, ValueError):
+                raise exc from None
+            raise _with_message(exc, f"{exc} (in the candidate {params!r} of the search's "
+                                     "grid)") from None
+
+
+def _check_parameters(estimator, owner):
+    """scikit-learn's declarative checks of every step of ``estimator`` that
+    has them, and the DP estimator ``owner``'s label bound."""
+    for part in [estimator, *estimator.get_params(deep=True).values()]:
+        if isinstance(part, BaseEstimator) and hasattr(part, "_parameter_constraints"):
+            validate_params(part)
+    if hasattr(owner, "_y_interval") and not is_classifier(owner):
+        owner._y_interval()  # a malformed y_bound
+
+
+def _with_message(exc, message):
+    """An exception of ``exc``'s type saying ``message`` (a ValueError or a
+    TypeError if that type cannot be made from a message alone, or does
+    not show it: its arguments, and so its pickle, are another's)."""
+    try:
+        new = type(exc)(message)
+        if str(new) == message:
+            return new
+    except Exception:  # (the fallback below)
+        pass
+    return (ValueError if isinstance(exc, ValueError) else TypeError)(message)
 
 
 def _column_dtype(values):
