@@ -23,6 +23,7 @@ import datetime
 import functools
 import os
 import threading
+import types
 import weakref
 from numbers import Integral, Real
 
@@ -234,8 +235,9 @@ def _array_items(items):
             continue  # (a list or a tuple itself exposes no array)
         if _exposes_array(next(item for item in items if type(item) is kind)):
             exposing.add(id(kind))
-        elif hasattr(kind, "__getattr__") or kind.__getattribute__ is not object.__getattribute__:
-            by_lookup.add(id(kind))
+        elif isinstance(getattr(kind, "__getattr__", None), types.FunctionType) or isinstance(
+                kind.__getattribute__, types.FunctionType):  # (written in Python: C types
+            by_lookup.add(id(kind))  # such as tuple's and Decimal's have no such hook)
         elif getattr(kind, "__dictoffset__", 0):
             by_dict.add(id(kind))
     if not (exposing or by_dict or by_lookup):

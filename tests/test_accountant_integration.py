@@ -410,6 +410,37 @@ def test_a_wrapper_refuses_as_its_estimator_would_for_a_default_that_is_gone(
     assert len(budget.history) == 1 and len(default.history) == spent
 
 
+def test_grid_estimators_are_judged_by_the_default_they_would_charge(data):
+    # A template carrying a default that is gone, searched inside a block with
+    # a grid of fresh estimators, was refused as "another accountant"; a grid
+    # estimator carrying a gone default is refused as its own fit would be.
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    from dp_glm_sklearn import DPGridSearchCV
+
+    X, y = data
+    gone = PrivacyAccountant(epsilon=5.0)
+    gone._copy = True  # as loaded from a pickle after its original was collected
+    template = DPLogisticRegression(classes=[0, 1])
+    template._pickled_default_accountant = gone
+    grid = {"dplogisticregression": [DPLogisticRegression(classes=[0, 1], norm_bound=b)
+                                     for b in (1.0, 5.0)]}
+    budget = PrivacyAccountant(epsilon=5.0)
+    with default_accountant(budget):
+        DPGridSearchCV(make_pipeline(FunctionTransformer(), template), grid,
+                       epsilon=1.0).fit(X, y)
+    assert len(budget.history) == 1
+    carrying = DPLogisticRegression(classes=[0, 1])
+    carrying._pickled_default_accountant = gone
+    default = get_default_accountant()
+    spent = len(default.history)
+    with pytest.raises(RuntimeError, match="saved while a default_accountant"):
+        DPGridSearchCV(make_pipeline(FunctionTransformer(), DPLogisticRegression(classes=[0, 1])),
+                       {"dplogisticregression": [carrying]}, epsilon=1.0).fit(X, y)
+    assert len(default.history) == spent
+
+
 @pytest.mark.parametrize("kind", ["estimator", "search", "boosting"])
 def test_a_refusal_explains_a_release_asked_for_at_a_larger_delta(data, kind):
     # A budget of epsilon 1 refuses a fit at epsilon 1 asked for at a delta

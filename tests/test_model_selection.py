@@ -1621,6 +1621,21 @@ def test_grid_errors_blame_the_grid_only_for_its_values_and_keep_their_type(reg_
                        {"dplinearregression": [_reg(accountant=other), _reg()]},
                        accountant=acc).fit(*reg_data)
     assert acc.history == [] and other.history == []
+    # (The accountant the search charges, in the grid or not, is no other one;
+    # a check against the template's alone refused these: adversarial check.)
+    for grid_accountant in (acc, None):
+        DPGridSearchCV(make_pipeline(Normalizer(), _reg()),
+                       {"dplinearregression": [_reg(accountant=grid_accountant),
+                                               _reg(accountant=grid_accountant, norm_bound=2.0)]},
+                       accountant=acc).fit(*reg_data)
+    assert len(acc.history) == 2
+    # The grid's own bad value keeps its context when the template fails on
+    # another parameter, one the grid sets.
+    with pytest.raises(ValueError, match=r"Got -2.0 instead. \(in the candidate "):
+        DPGridSearchCV(_reg().set_params(feature_norm=-1.0),
+                       {"feature_norm": [1.0], "norm_bound": [-2.0]},
+                       accountant=acc).fit(*reg_data)
+    assert len(acc.history) == 2
     error = _with_message(UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad"), "context: bad")
     assert isinstance(error, ValueError) and str(error) == "context: bad"
     assert str(pickle.loads(pickle.dumps(error))) == "context: bad"

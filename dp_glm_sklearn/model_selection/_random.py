@@ -103,14 +103,14 @@ def _checked_options(dists):
     return checked
 
 
-def _validate_distributions(estimator, dists, slot):
+def _validate_distributions(estimator, dists, slot, accountant=None):
     """Check every listed value (and one draw of every distribution) before the charge.
 
     A bad value would otherwise raise only if it happened to be drawn, after
     the whole budget was spent.
     """
     for options in _checked_options(dists):
-        _validate_candidates(estimator, _one_change_settings(options), slot)
+        _validate_candidates(estimator, _one_change_settings(options), slot, accountant)
 
 
 def _combined_settings(options, is_own):
@@ -394,7 +394,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         dists = _check_distributions(self.param_distributions)
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(dists, slot)
-        _validate_distributions(self.estimator, dists, slot)
+        _validate_distributions(self.estimator, dists, slot, self.accountant)
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         self._validation_size(n_samples)
         plan = self._plan(n_samples)
@@ -412,7 +412,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         train, val = self._split(n_samples, rng)
         count = sample_stopping_count(self.mean_candidates, self.stopping, rng)
         candidates = [_sample_params(dists, rng) for _ in range(count)]
-        _validate_candidates(self.estimator, candidates, slot)
+        _validate_candidates(self.estimator, candidates, slot, self.accountant)
         X, y, fixed, [(X_tr, y_tr), (X_val, y_val)] = self._charge(
             accountant, slot, plan["events"], type(self).__name__, X, y, candidates,
             parts=[(train, val)], fits=self._fits(plan, len(train), n_samples),

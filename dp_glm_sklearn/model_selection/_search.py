@@ -1211,7 +1211,7 @@ class DPGridSearchCV(_BaseDPSearch):
             raise ValueError("The 'param_grid' parameter must contain at least one candidate.")
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(candidates, slot)
-        _validate_candidates(self.estimator, candidates, slot)
+        _validate_candidates(self.estimator, candidates, slot, self.accountant)
         if len(candidates) == 1:
             spent = ("split between the candidate with its selection and the refit "
                      "(refit_share)" if self.refit else "spent on training it on the training "

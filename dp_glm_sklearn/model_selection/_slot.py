@@ -115,12 +115,16 @@ def _learns(step):
         return True
 
 
-def _validate_candidates(estimator, candidates, slot):
+def _validate_candidates(estimator, candidates, slot, accountant=None):
     """Check every candidate's parameters of the DP estimator before anything is charged.
 
     An invalid value in the grid (say ``norm_bound=-1``) would otherwise raise
     only when its candidate is trained, after the whole budget was spent.
+    ``accountant``: the search's own (None: it has none, and charges the DP
+    estimator's); a grid replacing the DP estimator by one with another
+    accountant is refused (that one would record nothing).
     """
+    charged = accountant if accountant is not None else slot.accountant
     template = slot.owner(estimator)
     expected = type(template)
     for params in candidates:
@@ -136,22 +140,25 @@ def _validate_candidates(estimator, candidates, slot):
                 f"The parameter grid replaces the DP estimator {expected} by {type(owner)} "
                 f"({params!r}); the grid may change its parameters only."
             )
-        if (owner.get_params(deep=False).get("accountant") is not slot.accountant
-                or owner.__dict__.get("_pickled_default_accountant")
-                is not template.__dict__.get("_pickled_default_accountant")):
-            # (Its own accountant was charged nothing: the search charges one.)
+        own = owner.get_params(deep=False).get("accountant")
+        if own is not None and own is not charged and own is not slot.accountant:
+            # (It would be charged nothing: the search charges one. The template's
+            # own, if not the search's, is refused later with both named.)
             raise ValueError(
                 f"The parameter grid replaces the DP estimator by one charging another "
                 f"accountant ({params!r}); the search charges one accountant for all its "
                 "candidates: give it to the search or to the estimator, not in the grid."
             )
+        if own is None and owner is not template and hasattr(owner, "_default_accountant"):
+            owner._default_accountant()  # (refuses, as its own fit would, a default that is gone)
         try:
             _check_parameters(candidate, owner)
         except (TypeError, ValueError) as exc:
-            try:  # (a value outside the grid, failing the template too, is not the grid's)
+            try:  # (an error the template has too is not the grid's)
                 _check_parameters(estimator, template)
-            except (TypeError, ValueError):
-                raise exc from None
+            except (TypeError, ValueError) as template_exc:
+                if str(template_exc) == str(exc):
+                    raise exc from None
             raise _with_message(exc, f"{exc} (in the candidate {params!r} of the search's "
                                      "grid)") from None
 
