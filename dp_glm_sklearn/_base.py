@@ -23,7 +23,6 @@ import datetime
 import functools
 import os
 import threading
-import types
 import weakref
 from numbers import Integral, Real
 
@@ -235,9 +234,8 @@ def _array_items(items):
             continue  # (a list or a tuple itself exposes no array)
         if _exposes_array(next(item for item in items if type(item) is kind)):
             exposing.add(id(kind))
-        elif isinstance(getattr(kind, "__getattr__", None), types.FunctionType) or isinstance(
-                kind.__getattribute__, types.FunctionType):  # (written in Python: C types
-            by_lookup.add(id(kind))  # such as tuple's and Decimal's have no such hook)
+        elif _looks_up_attributes(kind):
+            by_lookup.add(id(kind))
         elif getattr(kind, "__dictoffset__", 0):
             by_dict.add(id(kind))
     if not (exposing or by_dict or by_lookup):
@@ -255,6 +253,22 @@ def _array_items(items):
     for item in items:
         (arrays if read_as_array(item) else others).append(item)
     return [np.asarray(item) for item in arrays], others
+
+
+def _looks_up_attributes(kind):
+    """Whether a class of ``kind``'s MRO written in Python defines
+    ``__getattr__`` or ``__getattribute__`` (as a function, a cached one, a
+    descriptor: whatever it is), so that its instances may expose an array
+    each of their own.  C types (tuple's, Decimal's) have no such hook."""
+    own = {name: type.__dict__[name].__get__ for name in ("__dict__", "__flags__", "__mro__")}
+    return any(own["__flags__"](kind_) & _HEAP_TYPE  # (type's own: not a metaclass's)
+               and not _LOOKUP_HOOKS.isdisjoint(own["__dict__"](kind_))
+               for kind_ in own["__mro__"](kind))
+
+
+#: ``Py_TPFLAGS_HEAPTYPE``: a class created by a class statement (or ``type()``).
+_HEAP_TYPE = 1 << 9
+_LOOKUP_HOOKS = frozenset({"__getattr__", "__getattribute__"})
 
 
 def _distinct_types(values):

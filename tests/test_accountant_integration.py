@@ -439,6 +439,33 @@ def test_grid_estimators_are_judged_by_the_default_they_would_charge(data):
         DPGridSearchCV(make_pipeline(FunctionTransformer(), DPLogisticRegression(classes=[0, 1])),
                        {"dplogisticregression": [carrying]}, epsilon=1.0).fit(X, y)
     assert len(default.history) == spent
+    # Given an accountant, an estimator carrying a gone default is charged to it,
+    # in a search, in boosting and with norm_bound="auto" inside a search (whose
+    # inner search refused after the outer charge: adversarial check).
+    from dp_glm_sklearn import DPConfidenceBoosting
+
+    budget = PrivacyAccountant(epsilon=10.0)
+    for make in (lambda est: DPGridSearchCV(est, {"feature_norm": [0.5, 1.0]}, epsilon=1.0),
+                 lambda est: DPConfidenceBoosting(est.set_params(norm_bound=1.0), n_models=2,
+                                                  epsilon=1.0, random_state=0)):
+        for searched_with in ("estimator", "search"):
+            loaded = DPLogisticRegression(classes=[0, 1], norm_bound="auto")
+            loaded._pickled_default_accountant = gone
+            if searched_with == "estimator":
+                wrapper = make(loaded.set_params(accountant=budget))
+            else:
+                wrapper = make(loaded).set_params(accountant=budget)
+            spent = len(budget.history)
+            wrapper.fit(X, y)
+            assert len(budget.history) == spent + 1
+    # The default the search charges, given in the grid, is no other accountant.
+    with default_accountant(budget):
+        spent = len(budget.history)
+        DPGridSearchCV(make_pipeline(FunctionTransformer(), DPLogisticRegression(classes=[0, 1])),
+                       {"dplogisticregression": [DPLogisticRegression(classes=[0, 1],
+                                                                      accountant=budget)]},
+                       epsilon=1.0).fit(X, y)
+        assert len(budget.history) == spent + 1
 
 
 @pytest.mark.parametrize("kind", ["estimator", "search", "boosting"])

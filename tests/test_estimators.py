@@ -1,6 +1,7 @@
 """Behaviour of the three DP estimators."""
 
 import collections
+import functools
 import itertools
 import os
 import pickle
@@ -1221,6 +1222,8 @@ def _dated_frames():
         # (... or one that __getattr__ returns for some rows only, not the first)
         "rows whose __getattr__ exposes an array": [_LookedUpRow(False)] + [
             _LookedUpRow(True) for _ in x[1:]],
+        "rows whose cached __getattr__ exposes an array": [_CachedLookedUpRow(False)] + [
+            _CachedLookedUpRow(True) for _ in x[1:]],
     }
 
 
@@ -1266,6 +1269,13 @@ class _LookedUpRow:
         raise AttributeError(name)
 
 
+class _CachedLookedUpRow(_LookedUpRow):
+    """:class:`_LookedUpRow` whose ``__getattr__`` is a cached function: a C
+    wrapper, not a Python function (a check for those alone missed it)."""
+
+    __getattr__ = functools.cache(_LookedUpRow.__getattr__)
+
+
 class _Row:
     """A row numpy reads as a sequence, unless it was given an ``__array__`` of its own."""
 
@@ -1292,7 +1302,8 @@ class _Row:
                                   "rows exposing datetime64[ns]",
                                   "list rows exposing datetime64[ns]",
                                   "a row with its own __array__",
-                                  "rows whose __getattr__ exposes an array"])
+                                  "rows whose __getattr__ exposes an array",
+                                  "rows whose cached __getattr__ exposes an array"])
 def test_dates_are_refused_by_name_before_the_charge(case):
     # A datetime column alone became nanoseconds since 1970 (about 1.6e18),
     # clipped to feature_norm without a word; with numbers, numpy's

@@ -1636,6 +1636,12 @@ def test_grid_errors_blame_the_grid_only_for_its_values_and_keep_their_type(reg_
                        {"feature_norm": [1.0], "norm_bound": [-2.0]},
                        accountant=acc).fit(*reg_data)
     assert len(acc.history) == 2
+    # (The template's error quoting an object, whose copy in the candidate has
+    # another address, is still the template's.)
+    with pytest.raises(ValueError, match="'random_state' parameter .* instead.$"):
+        DPGridSearchCV(_reg().set_params(random_state=object()), {"norm_bound": [1.0, 2.0]},
+                       accountant=acc).fit(*reg_data)
+    assert len(acc.history) == 2
     error = _with_message(UnicodeDecodeError("utf-8", b"\xff", 0, 1, "bad"), "context: bad")
     assert isinstance(error, ValueError) and str(error) == "context: bad"
     assert str(pickle.loads(pickle.dumps(error))) == "context: bad"

@@ -14,6 +14,7 @@ from sklearn.utils.validation import indexable
 
 from .._base import _clones_draw_nothing, _n_samples, target_privacy
 from .._sklearn_compat import num_samples
+from ..privacy.accountant import PrivacyAccountant
 from ._search import DPGridSearchCV
 from ._slot import _search_defaults
 
@@ -60,9 +61,10 @@ def auto_norm_bound_grid(n_train, epsilon, smoothness, unit):
 
 
 @_clones_draw_nothing
-def _auto_norm_bound_search(estimator, n_samples, epsilon, delta):
+def _auto_norm_bound_search(estimator, n_samples, epsilon, delta, accountant=None):
     """The unfitted :class:`DPGridSearchCV` that ``norm_bound="auto"`` runs
-    on ``n_samples`` records at (epsilon, delta); public, as its grid."""
+    on ``n_samples`` records at (epsilon, delta); public, as its grid.
+    ``accountant``: the one it charges (None: the estimator's)."""
     c = estimator._intercept_feature(0)
     x_aug = math.hypot(float(estimator.feature_norm), c)
     if is_classifier(estimator):
@@ -75,7 +77,7 @@ def _auto_norm_bound_search(estimator, n_samples, epsilon, delta):
                                     **_search_defaults(estimator)),
         {"norm_bound": None},  # set below, once the split size is known
         epsilon=epsilon, delta=delta, refit=True, random_state=estimator.random_state,
-        accountant=estimator._accountant(),
+        accountant=estimator._accountant() if accountant is None else accountant,
     )
     n_train = n_samples - int(round(search.validation_fraction * n_samples))
     search.param_grid = {"norm_bound": auto_norm_bound_grid(max(n_train, 1), epsilon,
@@ -96,7 +98,10 @@ def _public_fits(probe, fits):
         if probe.get_params().get("norm_bound") != "auto":
             yield probe, n_samples, epsilon, delta
             continue
-        inner = _auto_norm_bound_search(probe, n_samples, epsilon, delta)
+        # (A plan charges nothing: its accountant is not the probe's, which may
+        # be a default that is gone where the search that runs it has its own.)
+        inner = _auto_norm_bound_search(probe, n_samples, epsilon, delta,
+                                        accountant=PrivacyAccountant())
         radii = inner.param_grid["norm_bound"]
         n_train = n_samples - inner._validation_size(n_samples)
         inner_fits = inner._fits(inner._plan(len(radii), n_samples), n_train, n_samples)

@@ -274,7 +274,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
             trained.
         """
         slot = _find_dp_slot(self.estimator)
-        _validate_candidates(self.estimator, [{}], slot)  # before anything is charged
+        _validate_candidates(self.estimator, [{}], slot, self.accountant)  # before the charge
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         m = self.n_models
         if n_samples < m + 1:

@@ -11,6 +11,7 @@ that learn from the data and of estimator parameters the search overrides.
 """
 
 import inspect
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +22,7 @@ from sklearn.utils import get_tags
 
 from .._sklearn_compat import validate_params
 from .._warn import warn_user
-from ..privacy.accountant import PrivacyLeakWarning
+from ..privacy.accountant import PrivacyLeakWarning, get_default_accountant
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,8 @@ def _validate_candidates(estimator, candidates, slot, accountant=None):
                 f"({params!r}); the grid may change its parameters only."
             )
         own = owner.get_params(deep=False).get("accountant")
-        if own is not None and own is not charged and own is not slot.accountant:
+        if (own is not None and own is not charged and own is not slot.accountant
+                and not (charged is None and own is get_default_accountant())):
             # (It would be charged nothing: the search charges one. The template's
             # own, if not the search's, is refused later with both named.)
             raise ValueError(
@@ -149,18 +151,27 @@ def _validate_candidates(estimator, candidates, slot, accountant=None):
                 f"accountant ({params!r}); the search charges one accountant for all its "
                 "candidates: give it to the search or to the estimator, not in the grid."
             )
-        if own is None and owner is not template and hasattr(owner, "_default_accountant"):
-            owner._default_accountant()  # (refuses, as its own fit would, a default that is gone)
+        if own is None and charged is None and hasattr(owner, "_default_accountant"):
+            # The search charges a default: refused, as the estimator's own fit
+            # would be, if it carries one that is gone.
+            owner._default_accountant()
         try:
             _check_parameters(candidate, owner)
         except (TypeError, ValueError) as exc:
-            try:  # (an error the template has too is not the grid's)
+            try:  # (an error of the template's, same parameter, is not the grid's)
                 _check_parameters(estimator, template)
             except (TypeError, ValueError) as template_exc:
-                if str(template_exc) == str(exc):
+                if _failing_parameter(template_exc) == _failing_parameter(exc):
                     raise exc from None
             raise _with_message(exc, f"{exc} (in the candidate {params!r} of the search's "
                                      "grid)") from None
+
+
+def _failing_parameter(exc):
+    """The ``'name' parameter of Class`` an InvalidParameterError names (its
+    whole message if it names none; the value it quotes may be a copy's)."""
+    found = re.match(r"The '([^']*)' parameter of (\w+)", str(exc))
+    return found.groups() if found else str(exc)
 
 
 def _check_parameters(estimator, owner):
