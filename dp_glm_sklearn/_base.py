@@ -23,6 +23,7 @@ import datetime
 import functools
 import os
 import threading
+import types
 import weakref
 from numbers import Integral, Real
 
@@ -256,19 +257,22 @@ def _array_items(items):
 
 
 def _looks_up_attributes(kind):
-    """Whether a class of ``kind``'s MRO written in Python defines
-    ``__getattr__`` or ``__getattribute__`` (as a function, a cached one, a
-    descriptor: whatever it is), so that its instances may expose an array
-    each of their own.  C types (tuple's, Decimal's) have no such hook."""
+    """Whether instances of ``kind`` may expose an array each of their own,
+    though the first did not: a class of its MRO written in Python defines
+    ``__getattr__``, ``__getattribute__`` or one of the array attributes
+    (as a function, a cached one, a property, a slot: whatever it is), or
+    it is a module (whose ``__getattr__`` lives in each instance's dict).
+    C types (tuple's, Decimal's) have no such hook."""
     own = {name: type.__dict__[name].__get__ for name in ("__dict__", "__flags__", "__mro__")}
-    return any(own["__flags__"](kind_) & _HEAP_TYPE  # (type's own: not a metaclass's)
-               and not _LOOKUP_HOOKS.isdisjoint(own["__dict__"](kind_))
-               for kind_ in own["__mro__"](kind))
+    mro = own["__mro__"](kind)  # (type's own: not a metaclass's)
+    return types.ModuleType in mro or any(
+        own["__flags__"](kind_) & _HEAP_TYPE
+        and not _LOOKUP_HOOKS.isdisjoint(own["__dict__"](kind_)) for kind_ in mro)
 
 
 #: ``Py_TPFLAGS_HEAPTYPE``: a class created by a class statement (or ``type()``).
 _HEAP_TYPE = 1 << 9
-_LOOKUP_HOOKS = frozenset({"__getattr__", "__getattribute__"})
+_LOOKUP_HOOKS = frozenset({"__getattr__", "__getattribute__", *_ARRAY_ATTRS})
 
 
 def _distinct_types(values):

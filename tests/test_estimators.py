@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import types
 import warnings
 
 import numpy as np
@@ -1224,6 +1225,12 @@ def _dated_frames():
             _LookedUpRow(True) for _ in x[1:]],
         "rows whose cached __getattr__ exposes an array": [_CachedLookedUpRow(False)] + [
             _CachedLookedUpRow(True) for _ in x[1:]],
+        # (... or a property __array__ raising AttributeError on the first row,
+        # or a module's own __getattr__, in its instance dict: adversarial check)
+        "rows whose property __array__ exposes one": [_PropertyRow(False)] + [
+            _PropertyRow(True) for _ in x[1:]],
+        "module rows whose __getattr__ exposes an array": [_module_row(False)] + [
+            _module_row(True) for _ in x[1:]],
     }
 
 
@@ -1276,6 +1283,59 @@ class _CachedLookedUpRow(_LookedUpRow):
     __getattr__ = functools.cache(_LookedUpRow.__getattr__)
 
 
+class _PropertyRow:
+    """A row of two numbers, or (``dated``) one exposing two datetime64[ns] by a
+    property ``__array__`` (which raises AttributeError for an undated row)."""
+
+    __slots__ = ("dated",)
+
+    def __init__(self, dated):
+        self.dated = dated
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        if i >= 2:
+            raise IndexError(i)
+        return 1.0
+
+    @property
+    def __array__(self):
+        if not self.dated:
+            raise AttributeError("__array__")
+        dates = np.array([np.datetime64("2020-01-01", "ns")] * 2)
+        return lambda dtype=None, copy=None: dates
+
+
+class _ModuleRow(types.ModuleType):
+    """A module numpy reads as a row of two numbers (by ``len`` and indexing)."""
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        if i >= 2:
+            raise IndexError(i)
+        return 1.0
+
+
+def _module_row(dated):
+    """A :class:`_ModuleRow`, given (``dated``) a module ``__getattr__`` (PEP 562)
+    that exposes two datetime64[ns]."""
+    row = _ModuleRow("row")
+    if dated:
+        dates = np.array([np.datetime64("2020-01-01", "ns")] * 2)
+
+        def __getattr__(name):
+            if name == "__array__":
+                return lambda dtype=None, copy=None: dates
+            raise AttributeError(name)
+
+        row.__getattr__ = __getattr__
+    return row
+
+
 class _Row:
     """A row numpy reads as a sequence, unless it was given an ``__array__`` of its own."""
 
@@ -1303,7 +1363,9 @@ class _Row:
                                   "list rows exposing datetime64[ns]",
                                   "a row with its own __array__",
                                   "rows whose __getattr__ exposes an array",
-                                  "rows whose cached __getattr__ exposes an array"])
+                                  "rows whose cached __getattr__ exposes an array",
+                                  "rows whose property __array__ exposes one",
+                                  "module rows whose __getattr__ exposes an array"])
 def test_dates_are_refused_by_name_before_the_charge(case):
     # A datetime column alone became nanoseconds since 1970 (about 1.6e18),
     # clipped to feature_norm without a word; with numbers, numpy's
