@@ -266,8 +266,17 @@ def _looks_up_attributes(kind):
     own = {name: type.__dict__[name].__get__ for name in ("__dict__", "__flags__", "__mro__")}
     mro = own["__mro__"](kind)  # (type's own: not a metaclass's)
     return types.ModuleType in mro or any(
-        own["__flags__"](kind_) & _HEAP_TYPE
-        and not _LOOKUP_HOOKS.isdisjoint(own["__dict__"](kind_)) for kind_ in mro)
+        own["__flags__"](kind_) & _HEAP_TYPE and _has_lookup_hook(own["__dict__"](kind_))
+        for kind_ in mro)
+
+
+def _has_lookup_hook(namespace):
+    """Whether a class's own ``namespace`` defines an attribute hook or an
+    array attribute, or replaces ``__dict__`` (which then hides the dict
+    that holds an instance's own attributes)."""
+    return not _LOOKUP_HOOKS.isdisjoint(namespace) or (
+        "__dict__" in namespace
+        and not isinstance(namespace["__dict__"], types.GetSetDescriptorType))
 
 
 #: ``Py_TPFLAGS_HEAPTYPE``: a class created by a class statement (or ``type()``).
@@ -383,10 +392,29 @@ def _holds_temporal_objects(values):
     kinds = _distinct_types(values)
     if any(issubclass(kind, _TEMPORAL_SCALARS) for kind in kinds):
         return True
-    return any(issubclass(kind, np.ndarray) for kind in kinds) and any(
+    # (A proxy, weakref's or wrapt's, passes for what it points to, for
+    # isinstance and for the float() of scikit-learn's conversion.)
+    disguised = _disguised_kinds(values, kinds)
+    if disguised and any(id(type(value)) in disguised and isinstance(value, _TEMPORAL_SCALARS)
+                         for value in values):
+        return True
+    return (disguised or any(issubclass(kind, np.ndarray) for kind in kinds)) and any(
         isinstance(value, np.ndarray) and (_temporal(value.dtype) or (
             value.dtype.kind == "O" and value.size and _holds_temporal_objects(value)))
         for value in values)
+
+
+def _disguised_kinds(values, kinds):
+    """Ids of the types among ``kinds`` whose instances claim another class
+    (proxies); numbers, text and numpy's scalars are taken at their word."""
+    disguised = set()
+    for kind in kinds:
+        if issubclass(kind, _READ_AS_SCALARS) and kind.__module__ in ("builtins", "numpy"):
+            continue
+        sample = next(value for value in values if type(value) is kind)
+        if getattr(sample, "__class__", kind) is not kind:
+            disguised.add(id(kind))
+    return disguised
 
 
 def _refuse_temporal(data, name, what):

@@ -12,6 +12,7 @@ import sys
 import textwrap
 import types
 import warnings
+import weakref
 
 import numpy as np
 import pytest
@@ -1231,6 +1232,12 @@ def _dated_frames():
             _PropertyRow(True) for _ in x[1:]],
         "module rows whose __getattr__ exposes an array": [_module_row(False)] + [
             _module_row(True) for _ in x[1:]],
+        # (... or a class __dict__ hiding the instance's; and proxies, which
+        # pass for the 0-d date array they point to, as cells: adversarial check)
+        "rows whose class hides their __dict__": [_HiddenDictRow(False)] + [
+            _HiddenDictRow(True) for _ in x[1:]],
+        "weakref proxies of dates as cells": [[1.0, 2.0]] + [
+            [1.0, weakref.proxy(_PROXIED_DATE)] for _ in x[1:]],
     }
 
 
@@ -1308,6 +1315,30 @@ class _PropertyRow:
         return lambda dtype=None, copy=None: dates
 
 
+#: A 0-d date array, alive for the tests' weak proxies to it.
+_PROXIED_DATE = np.array(np.datetime64("2020-01-01", "ns"))
+
+
+class _HiddenDictRow:
+    """A row of two numbers, or (``dated``) one given an ``__array__`` of its
+    own, where its class's ``__dict__`` hides the dict that holds it."""
+
+    __dict__ = {}
+
+    def __init__(self, dated):
+        if dated:
+            dates = np.array([np.datetime64("2020-01-01", "ns")] * 2)
+            self.__array__ = lambda dtype=None, copy=None: dates
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        if i >= 2:
+            raise IndexError(i)
+        return 1.0
+
+
 class _ModuleRow(types.ModuleType):
     """A module numpy reads as a row of two numbers (by ``len`` and indexing)."""
 
@@ -1365,7 +1396,9 @@ class _Row:
                                   "rows whose __getattr__ exposes an array",
                                   "rows whose cached __getattr__ exposes an array",
                                   "rows whose property __array__ exposes one",
-                                  "module rows whose __getattr__ exposes an array"])
+                                  "module rows whose __getattr__ exposes an array",
+                                  "rows whose class hides their __dict__",
+                                  "weakref proxies of dates as cells"])
 def test_dates_are_refused_by_name_before_the_charge(case):
     # A datetime column alone became nanoseconds since 1970 (about 1.6e18),
     # clipped to feature_norm without a word; with numbers, numpy's
