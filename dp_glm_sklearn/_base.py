@@ -290,8 +290,8 @@ def _distinct_types(values):
     try:
         return set(map(type, values))
     except TypeError:
-        types = list(map(type, values))
-        return list(dict(zip(map(id, types), types, strict=True)).values())
+        kinds = list(map(type, values))
+        return list(dict(zip(map(id, kinds), kinds, strict=True)).values())
 
 
 def _exposes_array(data):

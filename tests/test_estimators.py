@@ -1217,10 +1217,10 @@ def _dated_frames():
             [np.datetime64("2020-01-01", "ns")] * 2)) for _ in x],
         # Lists exposing an array were taken for lists, and an __array__ set
         # on one row alone went unseen: numpy reads both (adversarial check).
-        "list rows exposing datetime64[ns]": [_ListExposingArray(
-            [float(v), 0.0], np.array([np.datetime64("2020-01-01", "ns")] * 2)) for v in x],
+        "list rows exposing datetime64[ns]": [_ListExposingArray([float(v), 0.0], _TWO_DATES)
+                                              for v in x],
         "a row with its own __array__": [_Row([float(v), 0.0]) for v in x[:-1]] + [
-            _Row([0.0, 0.0], own_array=np.array([np.datetime64("2020-01-01", "ns")] * 2))],
+            _Row([0.0, 0.0], own_array=_TWO_DATES)],
         # (... or one that __getattr__ returns for some rows only, not the first)
         "rows whose __getattr__ exposes an array": [_LookedUpRow(False)] + [
             _LookedUpRow(True) for _ in x[1:]],
@@ -1262,11 +1262,19 @@ class _ListExposingArray(list):
         return np.asarray(self.array, dtype=dtype)
 
 
-class _LookedUpRow:
-    """A row of two numbers, or (``dated``) one exposing two datetime64[ns] by ``__getattr__``."""
+#: Two dates as numpy reads them from the rows below that expose them.
+_TWO_DATES = np.array([np.datetime64("2020-01-01", "ns")] * 2)
 
-    def __init__(self, dated):
-        self.dated = dated
+
+def _exposing_two_dates(dtype=None, copy=None):
+    """An ``__array__`` (bound to nothing) giving :data:`_TWO_DATES`."""
+    return _TWO_DATES
+
+
+class _TwoOnes:
+    """A row numpy reads as a sequence of two numbers (by ``len`` and indexing)."""
+
+    __slots__ = ()
 
     def __len__(self):
         return 2
@@ -1276,10 +1284,16 @@ class _LookedUpRow:
             raise IndexError(i)
         return 1.0
 
+
+class _LookedUpRow(_TwoOnes):
+    """A row of two numbers, or (``dated``) one exposing two datetime64[ns] by ``__getattr__``."""
+
+    def __init__(self, dated):
+        self.dated = dated
+
     def __getattr__(self, name):
         if name == "__array__" and self.__dict__.get("dated"):
-            dates = np.array([np.datetime64("2020-01-01", "ns")] * 2)
-            return lambda dtype=None, copy=None: dates
+            return _exposing_two_dates
         raise AttributeError(name)
 
 
@@ -1290,7 +1304,7 @@ class _CachedLookedUpRow(_LookedUpRow):
     __getattr__ = functools.cache(_LookedUpRow.__getattr__)
 
 
-class _PropertyRow:
+class _PropertyRow(_TwoOnes):
     """A row of two numbers, or (``dated``) one exposing two datetime64[ns] by a
     property ``__array__`` (which raises AttributeError for an undated row)."""
 
@@ -1299,27 +1313,18 @@ class _PropertyRow:
     def __init__(self, dated):
         self.dated = dated
 
-    def __len__(self):
-        return 2
-
-    def __getitem__(self, i):
-        if i >= 2:
-            raise IndexError(i)
-        return 1.0
-
     @property
     def __array__(self):
         if not self.dated:
             raise AttributeError("__array__")
-        dates = np.array([np.datetime64("2020-01-01", "ns")] * 2)
-        return lambda dtype=None, copy=None: dates
+        return _exposing_two_dates
 
 
 #: A 0-d date array, alive for the tests' weak proxies to it.
 _PROXIED_DATE = np.array(np.datetime64("2020-01-01", "ns"))
 
 
-class _HiddenDictRow:
+class _HiddenDictRow(_TwoOnes):
     """A row of two numbers, or (``dated``) one given an ``__array__`` of its
     own, where its class's ``__dict__`` hides the dict that holds it."""
 
@@ -1327,28 +1332,11 @@ class _HiddenDictRow:
 
     def __init__(self, dated):
         if dated:
-            dates = np.array([np.datetime64("2020-01-01", "ns")] * 2)
-            self.__array__ = lambda dtype=None, copy=None: dates
-
-    def __len__(self):
-        return 2
-
-    def __getitem__(self, i):
-        if i >= 2:
-            raise IndexError(i)
-        return 1.0
+            self.__array__ = _exposing_two_dates
 
 
-class _ModuleRow(types.ModuleType):
-    """A module numpy reads as a row of two numbers (by ``len`` and indexing)."""
-
-    def __len__(self):
-        return 2
-
-    def __getitem__(self, i):
-        if i >= 2:
-            raise IndexError(i)
-        return 1.0
+class _ModuleRow(_TwoOnes, types.ModuleType):
+    """A module numpy reads as a row of two numbers."""
 
 
 def _module_row(dated):
@@ -1356,11 +1344,9 @@ def _module_row(dated):
     that exposes two datetime64[ns]."""
     row = _ModuleRow("row")
     if dated:
-        dates = np.array([np.datetime64("2020-01-01", "ns")] * 2)
-
         def __getattr__(name):
             if name == "__array__":
-                return lambda dtype=None, copy=None: dates
+                return _exposing_two_dates
             raise AttributeError(name)
 
         row.__getattr__ = __getattr__
