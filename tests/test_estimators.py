@@ -36,6 +36,7 @@ from dp_glm_sklearn import (
     DPRandomizedSearchCV,
     PrivacyAccountant,
     PrivacyLeakWarning,
+    _randomness,
 )
 from dp_glm_sklearn import _base as base_module
 from dp_glm_sklearn import mechanisms as mechanisms_module
@@ -316,7 +317,7 @@ def test_a_child_forked_while_the_copy_registry_lock_is_held_does_not_hang():
     held, release = threading.Event(), threading.Event()
 
     def hold():
-        with base_module._COPIED_LOCK:
+        with _randomness._COPIED_LOCK:
             held.set()
             release.wait()  # until the child has finished: the lock is held at the fork
 
@@ -1160,7 +1161,7 @@ def _seed_words(generator):
 def test_a_randomstate_seeds_the_noise_with_128_bits():
     # A 31-bit seed drawn from the user's RandomState would leave 2**31 noise
     # draws to try; nothing looked at the width.
-    from dp_glm_sklearn._base import _rng
+    from dp_glm_sklearn._randomness import _rng
 
     state, twin = np.random.RandomState(0), np.random.RandomState(0)
     words = twin.randint(2**32, size=4, dtype=np.uint64)
@@ -1418,7 +1419,7 @@ def _width(X):
 def test_dates_in_any_sequence_are_refused_before_a_searchs_charge(monkeypatch):
     # A deque passed the search's check whole, the search charged, then its
     # parts (lists) were refused by every candidate (adversarial check).
-    from dp_glm_sklearn import _base
+    from dp_glm_sklearn import _validation
 
     n = 40
     X = collections.deque([[float(v), np.datetime64("2020-01-01")]
@@ -1439,7 +1440,7 @@ def test_dates_in_any_sequence_are_refused_before_a_searchs_charge(monkeypatch):
     def no_memory(items):
         raise MemoryError
 
-    monkeypatch.setattr(_base, "_object_view", no_memory)
+    monkeypatch.setattr(_validation, "_object_view", no_memory)
     with pytest.raises(ValueError, match="X holds dates"):
         DPLinearRegression(accountant=acc).fit([[1.0, 2.0]] * (n - 1) + [
             [1.0, np.datetime64("2020-01-01")]], y)

@@ -12,8 +12,10 @@ import math
 from sklearn.base import clone, is_classifier
 from sklearn.utils.validation import indexable
 
-from .._base import _clones_draw_nothing, _n_samples, target_privacy
+from .._base import target_privacy
+from .._randomness import _clones_draw_nothing
 from .._sklearn_compat import num_samples
+from .._validation import _n_samples
 from ..privacy.accountant import PrivacyAccountant
 from ._search import DPGridSearchCV
 from ._slot import _search_defaults

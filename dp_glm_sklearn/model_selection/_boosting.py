@@ -40,8 +40,10 @@ from numbers import Integral
 
 import numpy as np
 
-from .._base import _clones_draw_nothing, _fit_n_samples, _rng, target_privacy
+from .._base import target_privacy
+from .._randomness import _clones_draw_nothing, _rng
 from .._sklearn_compat import Interval, fit_context, validated_even_if_skipped
+from .._validation import _fit_n_samples
 from ..privacy.calibration import gdp_mu, gdp_parallel
 from ..privacy.events import GaussianEvent
 from ..privacy.selection import (

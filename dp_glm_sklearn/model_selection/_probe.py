@@ -12,8 +12,8 @@ from sklearn import config_context
 from sklearn.base import clone
 from sklearn.utils import check_array
 
-from .._base import _duplicates_summed, _unquoted
 from .._sklearn_compat import safe_indexing
+from .._validation import _duplicates_summed, _unquoted
 from .._warn import silenced
 from ._pickling import pickling_failure
 

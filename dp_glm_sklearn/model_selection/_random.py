@@ -17,9 +17,11 @@ from joblib import effective_n_jobs
 from scipy.stats import rv_discrete
 from sklearn.model_selection import ParameterGrid
 
-from .._base import _clones_draw_nothing, _fit_n_samples, _rng, target_privacy
+from .._base import target_privacy
 from .._doc import format_doc
+from .._randomness import _clones_draw_nothing, _rng
 from .._sklearn_compat import Interval, StrOptions, fit_context, validated_even_if_skipped
+from .._validation import _fit_n_samples
 from ..privacy.events import GaussianEvent, RandomStoppingEvent
 from ..privacy.selection import (
     gaussian_report_noisy_max,

@@ -84,16 +84,9 @@ from sklearn.utils.validation import (
     indexable,
 )
 
-from .._base import (
-    _clones_draw_nothing,
-    _fit_n_samples,
-    _IndependentNoiseOnCloneMixin,
-    _n_samples,
-    _rng,
-    target_privacy,
-    warn_large_delta,
-)
+from .._base import target_privacy, warn_large_delta
 from .._doc import format_doc
+from .._randomness import _clones_draw_nothing, _IndependentNoiseOnCloneMixin, _rng
 from .._sklearn_compat import (
     HasMethods,
     Interval,
@@ -105,6 +98,7 @@ from .._sklearn_compat import (
     safe_indexing,
     validated_even_if_skipped,
 )
+from .._validation import _fit_n_samples, _n_samples
 from .._warn import silenced, warn_user
 from ..privacy.accountant import (
     PrivacyAccountant,
