@@ -45,6 +45,7 @@ from dp_glm_sklearn import (
     DPLinearRegression,
     DPLogisticRegression,
     DPRandomizedSearchCV,
+    _base,
 )
 from dp_glm_sklearn.model_selection import _boosting, _random, _search
 from dp_glm_sklearn.model_selection._auto import auto_norm_bound_grid
@@ -160,6 +161,7 @@ def test_grid_search_selects_at_the_recorded_epsilon_and_bounds(
         clf_data, reg_data, monkeypatch, case, refit):
     selection, scoring, kind, primitive, bound = GRID_CASES[case]
     gem_calls, em_calls = selection_spies(monkeypatch, _search)
+    calibrations = spy(monkeypatch, _base, "calibrate")
     estimator, (X, y) = (_clf(), clf_data) if kind == "clf" else (_reg(), reg_data)
     epsilon, share = 1.5, 0.3
     search = DPGridSearchCV(estimator, GRID, epsilon=epsilon, delta=DELTA, scoring=scoring,
@@ -197,10 +199,21 @@ def test_grid_search_selects_at_the_recorded_epsilon_and_bounds(
             mu, rel=1e-9)
     else:
         assert len(search.privacy_events_) == 1
-        # The released candidate was trained at the recorded per-candidate budget.
-        (candidate_event,) = search.best_estimator_.privacy_events_
-        assert candidate_event.mu == pytest.approx(
-            gdp_mu(*search.candidate_privacy_), rel=1e-12)
+    # Every fit (and every plan checked before the charge) is calibrated at the recorded
+    # per-candidate budget, or the refit's, which trains last; the published model
+    # states the whole search's cost.
+    fits = np.array([gdp_mu(call["epsilon"], call["delta"]) for call in calibrations])
+    mu_candidate = gdp_mu(*search.candidate_privacy_)
+    at_candidate = np.isclose(fits, mu_candidate, rtol=1e-12, atol=0)
+    assert at_candidate.sum() >= K
+    if refit:
+        refit_mu = search.privacy_events_[1].mu
+        assert fits[-1] == pytest.approx(refit_mu, rel=1e-12)
+        assert np.all(at_candidate | np.isclose(fits, refit_mu, rtol=1e-12, atol=0))
+    else:
+        assert np.all(at_candidate)
+    assert search.best_estimator_.privacy_events_ == search.privacy_events_
+    assert search.best_estimator_.privacy_spent_ == search.privacy_spent_
 
 
 # -- DPRandomizedSearchCV ------------------------------------------------------------
@@ -254,6 +267,7 @@ def test_boosting_selects_at_the_recorded_epsilon_and_bound(
         clf_data, reg_data, monkeypatch, scoring, kind, norm_bound):
     em_calls = spy(monkeypatch, _boosting, "exponential_mechanism")
     search_gem, search_em = selection_spies(monkeypatch, _search)
+    calibrations = spy(monkeypatch, _base, "calibrate")
     estimator = (_clf if kind == "clf" else _reg)(norm_bound=norm_bound)
     X, y = clf_data if kind == "clf" else reg_data
     epsilon, m = 1.5, 3
@@ -274,8 +288,11 @@ def test_boosting_selects_at_the_recorded_epsilon_and_bound(
     assert event.mu == pytest.approx(max(mu_candidate, br_mu(selection_epsilon)), rel=1e-9)
     assert br_mu(selection_epsilon) <= event.mu * (1 + 1e-9)
     assert boosted.privacy_spent_[0] == pytest.approx(epsilon, rel=1e-9)
-    (model_event,) = boosted.best_estimator_.privacy_events_
-    assert model_event.mu == pytest.approx(mu_candidate, rel=1e-12)
+    # Each model was trained at the full budget; the kept one states the whole fit's cost.
+    fits = [gdp_mu(call["epsilon"], call["delta"]) for call in calibrations]
+    assert len(fits) >= m and fits == pytest.approx([mu_candidate] * len(fits), rel=1e-12)
+    assert boosted.best_estimator_.privacy_events_ == boosted.privacy_events_
+    assert boosted.best_estimator_.privacy_spent_ == boosted.privacy_spent_
 
     # Sensitivity: what ran = score_sensitivity_ = the public bound / size of the held-out chunk.
     n_val = int(boosted.chunk_sizes_[-1])

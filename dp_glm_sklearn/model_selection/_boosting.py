@@ -144,7 +144,9 @@ class DPConfidenceBoosting(_BaseDPSearch):
         The chosen model, trained on its chunk only; ``predict``, ``score``
         and the other delegated methods use it. Its ``accountant`` parameter
         is the wrapper's accountant if one was given, else the one of
-        ``estimator``, so that refitting it is charged like any fit.
+        ``estimator``, so that refitting it is charged like any fit. Its DP
+        estimator's ``privacy_events_`` and ``privacy_spent_`` are the
+        wrapper's: the model was chosen with the held-out chunk.
 
     best_index_ : int
         Index of its chunk, in ``range(n_models)``.
@@ -315,5 +317,5 @@ class DPConfidenceBoosting(_BaseDPSearch):
         self.chunk_sizes_ = np.array([len(chunk) for chunk in chunks])
         self.score_sensitivity_ = float(sensitivities.max())
         self.selection_epsilon_ = float(plan["selection_epsilon"])
-        self._set_privacy(plan)
+        self._set_privacy(plan, slot)
         return self

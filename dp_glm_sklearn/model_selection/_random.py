@@ -213,7 +213,9 @@ class DPRandomizedSearchCV(_BaseDPSearch):
     Attributes
     ----------
     best_estimator_ : estimator
-        The chosen candidate (or its refit on all the data).
+        The chosen candidate (or its refit on all the data). Its DP
+        estimator's ``privacy_events_`` and ``privacy_spent_`` are the
+        search's: publishing the model costs the whole search.
 
     best_params_ : dict
         Its parameters.
@@ -435,7 +437,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         self.best_estimator_ = _restore_accountant(best_estimator, slot, self.accountant)
         self._set_results([candidates[best]], 0, sensitivities[best:best + 1])
         del candidates, fitted
-        self._set_privacy(plan)
+        self._set_privacy(plan, slot)
         return self
 
 

@@ -392,9 +392,11 @@ _SHARED_ATTRIBUTES = """best_estimator_ : estimator
         as trained on the training part (``refit=False``), or its refit on
         all the data (``refit=True``). Its ``accountant`` parameter is the
         search's accountant if one was given, else the one of ``estimator``,
-        so that refitting it is charged like any fit; its ``privacy_spent_``
-        is its own share of the budget (``candidate_privacy_`` without
-        refit).
+        so that refitting it is charged like any fit. Its DP estimator's
+        ``privacy_events_`` and ``privacy_spent_`` are the search's: the
+        model was chosen with the validation part, so publishing it costs
+        the whole search (its own training's share is ``candidate_privacy_``
+        without refit, the refit's event with it).
 
     best_params_ : dict
         Parameters of the chosen candidate.
@@ -815,11 +817,21 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         _check_prepaid(est, slot, plan["mu_refit"])
         return est
 
-    def _set_privacy(self, plan):
-        """``candidate_privacy_``, ``privacy_events_`` and ``privacy_spent_`` from the plan."""
+    def _set_privacy(self, plan, slot):
+        """``candidate_privacy_``, ``privacy_events_`` and ``privacy_spent_`` from the plan.
+
+        The DP estimator in ``best_estimator_`` gets the search's
+        ``privacy_events_`` and ``privacy_spent_`` too, as ``norm_bound="auto"``
+        gives its estimator: the model was chosen with the validation part (and
+        without refit trained at a candidate's share only), so what publishing
+        it costs is the whole search, not its own fit's share.
+        """
         self.candidate_privacy_ = (float(plan["candidate_epsilon"]), plan["candidate_delta"])
         self.privacy_events_ = list(plan["events"])
         self.privacy_spent_ = (float(compose(self.privacy_events_, plan["delta"])), plan["delta"])
+        model = slot.owner(self.best_estimator_)
+        model.privacy_events_ = list(self.privacy_events_)
+        model.privacy_spent_ = self.privacy_spent_
 
     def _set_results(self, candidates, best, sensitivities):
         """``cv_results_`` with public content only."""
@@ -1242,7 +1254,7 @@ class DPGridSearchCV(_BaseDPSearch):
         self.best_estimator_ = _restore_accountant(best_estimator, slot, self.accountant)
         self._set_results(candidates, best, sensitivities)
         self.selection_epsilon_ = float(plan["selection_epsilon"])
-        self._set_privacy(plan)
+        self._set_privacy(plan, slot)
         return self
 
     def _select(self, utilities, sensitivities, epsilon, rng):
