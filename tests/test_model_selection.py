@@ -132,9 +132,10 @@ def test_refit_share_splits_the_gdp_budget(clf_data, share):
     assert search.best_estimator_.privacy_spent_ == search.privacy_spent_
     cand_eps, _ = search.candidate_privacy_
     assert gdp_mu(cand_eps, DELTA) == pytest.approx(search_event.mu / math.sqrt(3), rel=1e-9)
-    # Without refit the share is ignored: the search gets everything.
-    plain = DPGridSearchCV(_clf(), GRID, epsilon=1.0, delta=DELTA, refit_share=share,
-                           accountant=PrivacyAccountant(), random_state=0).fit(*clf_data)
+    # Without refit the share is ignored (with a warning): the search gets everything.
+    with pytest.warns(UserWarning, match=f"refit_share={share} is used with refit=True only"):
+        plain = DPGridSearchCV(_clf(), GRID, epsilon=1.0, delta=DELTA, refit_share=share,
+                               accountant=PrivacyAccountant(), random_state=0).fit(*clf_data)
     assert [e.mu for e in plain.privacy_events_] == [pytest.approx(mu, rel=1e-9)]
 
 
@@ -2245,6 +2246,39 @@ def test_containers_are_looked_into_for_steps_that_learn(clf_data):
             assert shown == [], name
         else:
             assert len(shown) == 1 and expected in shown[0], name
+
+
+def test_encoders_with_declared_categories_learn_nothing(clf_data):
+    # A OneHotEncoder given its categories publishes what was declared and encodes each
+    # row alone: the search warned of it as of a step that learns (usability review).
+    from sklearn.compose import ColumnTransformer
+    from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
+
+    X, y = clf_data
+    X = np.column_stack([X[:, :2], (X[:, 2] > 0).astype(float)])
+    declared = [[0.0, 1.0]]
+    cases = {
+        "one-hot, declared": (OneHotEncoder(categories=declared, sparse_output=False), False),
+        "one-hot, declared, first dropped": (
+            OneHotEncoder(categories=declared, drop="first", sparse_output=False), False),
+        "ordinal, declared": (OrdinalEncoder(categories=declared), False),
+        "one-hot, learned": (OneHotEncoder(sparse_output=False), True),
+        "ordinal, learned": (OrdinalEncoder(), True),
+        # Grouping rare categories counts them in the data.
+        "one-hot, declared, min_frequency": (OneHotEncoder(
+            categories=declared, min_frequency=5, sparse_output=False), True),
+        "ordinal, declared, max_categories": (OrdinalEncoder(
+            categories=declared, max_categories=2), True),
+    }
+    for name, (encoder, learns) in cases.items():
+        head = ColumnTransformer([("num", "passthrough", [0, 1]), ("cat", encoder, [2])],
+                                 sparse_threshold=0)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            DPGridSearchCV(_pipe(head), {"dp__norm_bound": [1.0, 5.0]}, epsilon=1.0,
+                           delta=DELTA, random_state=0, accountant=PrivacyAccountant()).fit(X, y)
+        shown = [str(w.message) for w in caught if w.category is PrivacyLeakWarning]
+        assert len(shown) == learns, name
 
 
 def test_nested_pipelines_are_searched_and_other_meta_estimators_refused(reg_data):

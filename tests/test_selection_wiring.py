@@ -165,7 +165,8 @@ def test_grid_search_selects_at_the_recorded_epsilon_and_bounds(
     estimator, (X, y) = (_clf(), clf_data) if kind == "clf" else (_reg(), reg_data)
     epsilon, share = 1.5, 0.3
     search = DPGridSearchCV(estimator, GRID, epsilon=epsilon, delta=DELTA, scoring=scoring,
-                            selection=selection, refit=refit, refit_share=share,
+                            selection=selection, refit=refit,
+                            **({"refit_share": share} if refit else {}),
                             random_state=0).fit(X, y)
 
     calls = gem_calls if primitive == "gem" else em_calls

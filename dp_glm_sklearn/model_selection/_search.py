@@ -1067,7 +1067,8 @@ class DPGridSearchCV(_BaseDPSearch):
 
     refit_share : float in (0, 1), default={refit_share}
         With ``refit=True``, the share of the GDP budget (of ``mu**2``) that
-        the refit gets; the search gets the rest. Ignored without refit. Any
+        the refit gets; the search gets the rest. Ignored without refit (a value
+        other than the default then warns). Any
         value is private; it trades the quality of the final model against
         that of the selection. On very small data, where the candidates
         are too noisy to rank the parameters, a larger share (0.8) gave
@@ -1227,6 +1228,10 @@ class DPGridSearchCV(_BaseDPSearch):
                 f"({candidates[0]!r}): there is nothing to select, and the budget is {spent}. "
                 "Fitting the estimator itself at the same epsilon trains it once, on all the "
                 "data, with the whole budget.", UserWarning)
+        if not self.refit and self.refit_share != _REFIT_SHARE:
+            warn_user(f"{type(self).__name__}: refit_share={self.refit_share!r} is used with "
+                      "refit=True only; without a refit the search gets the whole budget.",
+                      UserWarning)
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         self._validation_size(n_samples)
         plan = self._plan(len(candidates), n_samples)

@@ -18,6 +18,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.compose import ColumnTransformer, make_column_selector
 from sklearn.pipeline import FeatureUnion, Pipeline
+from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
 from sklearn.utils import get_tags
 
 from .._sklearn_compat import validate_params
@@ -70,10 +71,10 @@ def _warn_fitted_preprocessing(search, slot, candidates):
         warn_user(
             f"{type(search).__name__}: the Pipeline step(s) {', '.join(fitted)} before the DP "
             "estimator are fitted on the private data without noise; what they learn (a "
-            "StandardScaler's means and variances, an encoder's categories) is published in "
-            "best_estimator_ and is not covered by privacy_spent_. Use row-wise transforms "
-            "with public parameters (e.g. a FunctionTransformer acting on each row alone) "
-            "to keep the whole fit private."
+            "StandardScaler's means and variances, the categories an encoder finds) is "
+            "published in best_estimator_ and is not covered by privacy_spent_. Use row-wise "
+            "transforms with public parameters (e.g. a FunctionTransformer acting on each row "
+            "alone, a OneHotEncoder given its categories) to keep the whole fit private."
             + (" A ColumnTransformer with sparse_threshold > 0 chooses a sparse or dense "
                "output from the data's density when a part is sparse: set "
                "sparse_threshold=0." if density else ""),
@@ -97,8 +98,12 @@ def _learns(step):
     parts' outputs, when one is sparse) or a part's columns are chosen by a
     function of X other than ``make_column_selector`` (which reads names and
     dtypes only).  ``"passthrough"``, ``"drop"`` and
-    None learn nothing; any other step learns unless tagged as needing no fit
-    (a step that is not a scikit-learn estimator included).
+    None learn nothing; nor does a ``OneHotEncoder`` or ``OrdinalEncoder``
+    given its ``categories`` (public: ``categories_`` is what was declared,
+    and each row is encoded alone) that groups no rare ones
+    (``min_frequency`` and ``max_categories`` None: they count).  Any other
+    step learns unless tagged as needing no fit (a step that is not a
+    scikit-learn estimator included).
     """
     if step is None or isinstance(step, str):  # "passthrough", "drop"
         return False
@@ -110,6 +115,9 @@ def _learns(step):
         return step.sparse_threshold > 0 or _learns(step.remainder) or any(
             _learns(part) or (callable(columns) and not isinstance(columns, make_column_selector))
             for _, part, columns in step.transformers)
+    if isinstance(step, (OneHotEncoder, OrdinalEncoder)):
+        return (isinstance(step.categories, str) or step.min_frequency is not None
+                or step.max_categories is not None)
     try:
         return get_tags(step).requires_fit
     except Exception:  # a step scikit-learn cannot read tags of: it may learn
