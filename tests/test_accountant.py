@@ -15,6 +15,7 @@ from joblib import Parallel, delayed, parallel_backend
 from sklearn.base import BaseEstimator, clone
 
 from dp_glm_sklearn.privacy import (
+    ApproxDPEvent,
     BudgetExceededError,
     GaussianEvent,
     PrivacyAccountant,
@@ -655,3 +656,65 @@ def test_an_infinite_charge_says_which_budget_accepts_it():
         budget.spend(GaussianEvent(math.inf))
     assert budget.history == []
     PrivacyAccountant(epsilon=math.inf).spend(GaussianEvent(math.inf))
+
+
+# -- the largest next fit -------------------------------------------------------------
+def test_affordable_epsilon_is_the_largest_fit_the_budget_accepts():
+    # remaining() is a difference of totals; under Gaussian DP the next fit can cost
+    # far more (user guide, section 4: 0.077 left, a fit of 0.49 accepted).
+    delta = 1e-6
+    acc = PrivacyAccountant(epsilon=2.2, delta=delta)
+    assert acc.affordable_epsilon() == 2.2  # nothing spent: the whole budget
+    mu_fit = gdp_mu(1.0, delta)
+    for _ in range(4):
+        acc.spend([GaussianEvent(mu=mu_fit)])
+    exact = gdp_epsilon(math.sqrt(gdp_mu(2.2, delta) ** 2 - 4 * mu_fit**2), delta)
+    affordable = acc.affordable_epsilon()
+    assert acc.remaining()[0] == pytest.approx(0.077, abs=1e-3)
+    assert affordable == pytest.approx(exact, rel=1e-5) and affordable <= exact
+    acc.check([GaussianEvent(mu=gdp_mu(affordable, delta))])
+    # A fit asked for at a smaller delta costs less: accepted too.
+    acc.check([GaussianEvent(mu=gdp_mu(affordable, delta / 10))])
+    with pytest.raises(BudgetExceededError):
+        acc.check([GaussianEvent(mu=gdp_mu(affordable * (1 + 1e-4), delta))])
+    assert len(acc.history) == 4  # asking records nothing
+
+
+def test_affordable_epsilon_on_mixed_and_exhausted_ledgers():
+    delta = 1e-6
+    acc = PrivacyAccountant(epsilon=3.0, delta=delta)
+    acc.spend([PureDPEvent(0.5)])
+    acc.spend([GaussianEvent(mu=0.5)])
+    affordable = acc.affordable_epsilon(rtol=1e-4)
+    assert 0.0 < affordable < 3.0 - acc.spent()[0] + 1.0
+    acc.check([GaussianEvent(mu=gdp_mu(affordable, delta))])
+    with pytest.raises(BudgetExceededError):
+        acc.check([GaussianEvent(mu=gdp_mu(affordable * 1.001, delta))])
+    assert PrivacyAccountant().affordable_epsilon() == math.inf
+    assert PrivacyAccountant(epsilon=1.0, delta=0.0).affordable_epsilon() == 0.0
+    spent = PrivacyAccountant(epsilon=1.0, delta=delta)
+    spent.spend([GaussianEvent(mu=gdp_mu(1.0, delta))])
+    assert spent.affordable_epsilon() == 0.0
+    # Approximate-DP events that use all of delta leave no room for a Gaussian release,
+    # whatever epsilon remains.
+    used = PrivacyAccountant(epsilon=2.0, delta=delta)
+    used.spend([ApproxDPEvent(0.1, delta)], source="dp scaler")
+    assert used.remaining()[0] == pytest.approx(1.9)
+    assert used.affordable_epsilon() == 0.0
+
+
+def test_a_refusal_for_want_of_delta_says_so():
+    # Refusals that came from the approximate-DP events' deltas said nothing of delta,
+    # and one said the release had no noise (usability review).
+    delta = 1e-6
+    used = PrivacyAccountant(epsilon=2.0, delta=delta)
+    used.spend([ApproxDPEvent(0.1, delta)])
+    with pytest.raises(BudgetExceededError, match=r"use delta=1e-06 together, and the "
+                       r"budget's is 1e-06: no delta is left") as caught:
+        used.spend([GaussianEvent(mu=gdp_mu(1.0, delta))])
+    assert "no noise" not in str(caught.value)
+    with pytest.raises(BudgetExceededError, match="use delta=2e-06 together") as caught:
+        PrivacyAccountant(epsilon=2.0, delta=delta).spend([ApproxDPEvent(0.1, 2e-6)])
+    assert "no noise" not in str(caught.value)
+    with pytest.raises(BudgetExceededError, match=r"epsilon=inf \(no noise\)"):
+        PrivacyAccountant(epsilon=2.0, delta=delta).spend([GaussianEvent(mu=math.inf)])

@@ -19,7 +19,7 @@ from datetime import datetime
 
 import numpy as np
 
-from .calibration import _check_real
+from .calibration import _check_real, gdp_mu
 from .events import (
     ApproxDPEvent,
     GaussianEvent,
@@ -395,7 +395,15 @@ class PrivacyAccountant:
                     "suits ledgers of pure-DP events only; to charge Gaussian releases, "
                     "create the PrivacyAccountant with delta in (0, 1), e.g. delta=1e-6."
                 )
-            elif math.isinf(cost):
+            elif self._delta > 0 and _approx_delta(self._all_events(), events) >= self._delta:
+                hint = (
+                    f" The approximate-DP events (ApproxDPEvent) of the ledger and of this "
+                    f"request use delta={_approx_delta(self._all_events(), events):.3g} "
+                    f"together, and the budget's is {self._delta:.3g}: no delta is left for "
+                    "a release that needs one (every Gaussian release does), which then "
+                    "costs epsilon=inf."
+                )
+            elif math.isinf(cost) and _has_infinite_epsilon(events):
                 hint = (" A release with epsilon=inf (no noise) fits only a budget of "
                         "epsilon=inf: PrivacyAccountant(epsilon=numpy.inf) records it.")
             raise BudgetExceededError(
@@ -475,9 +483,60 @@ class PrivacyAccountant:
             return self._spent_epsilon(), self._delta
 
     def remaining(self):
-        """Budget left: (epsilon budget minus epsilon spent, never negative; delta)."""
+        """Budget left: (epsilon budget minus epsilon spent, never negative; delta).
+
+        A difference of totals, not the size of the next release: releases
+        compose sub-additively (four fits at epsilon 1 cost 2.12 together at
+        delta 1e-6), so the next fit can usually cost more than this epsilon.
+        :meth:`affordable_epsilon` says how much.
+        """
         epsilon_spent, delta = self.spent()
         return max(0.0, self._epsilon - epsilon_spent), delta
+
+    def affordable_epsilon(self, rtol=1e-6):
+        """The largest epsilon of one more fit that this accountant accepts now.
+
+        A fit at this epsilon, at the accountant's delta or below (a fit's
+        ``delta=None`` is), is accepted if nothing else is charged first.  It
+        is found by bisection with :meth:`check` itself, so it agrees with
+        the refusals whatever the ledger holds, and is at most ``rtol``
+        (relatively) below the exact value.  0.0 when no fit fits (the
+        budget is spent, or the ledger's approximate-DP events use all of
+        delta); ``inf`` for an unlimited budget.
+
+        Returns
+        -------
+        epsilon : float
+
+        Examples
+        --------
+        >>> from dp_glm_sklearn.privacy import GaussianEvent, PrivacyAccountant, gdp_mu
+        >>> acc = PrivacyAccountant(epsilon=2.2, delta=1e-6)
+        >>> mu_fit = gdp_mu(1.0, 1e-6)  # a fit at epsilon 1
+        >>> for _ in range(4):
+        ...     _ = acc.spend([GaussianEvent(mu=mu_fit)])
+        >>> round(acc.remaining()[0], 3), round(acc.affordable_epsilon(), 3)
+        (0.077, 0.494)
+        """
+        if self._epsilon == math.inf:
+            return math.inf
+        if self._delta == 0.0:
+            return 0.0  # no Gaussian release fits a pure-DP budget
+
+        def accepted(epsilon):
+            try:
+                self.check([GaussianEvent(mu=gdp_mu(epsilon, self._delta))])
+            except BudgetExceededError:
+                return False
+            return True
+
+        low, high = 0.0, self._epsilon
+        if accepted(high):
+            return high
+        while high - low > rtol * high:
+            middle = 0.5 * (low + high)
+            low, high = (middle, high) if accepted(middle) else (low, middle)
+        return low if low > 0.0 and accepted(low) else 0.0
 
     def report(self):
         """A table of the releases, their costs and the running total.
@@ -569,6 +628,18 @@ def _check_release(accountant, events, epsilon, delta):
             f"epsilon={epsilon:.6g} on its own."
         )
     raise error
+
+
+def _approx_delta(*event_lists):
+    """The sum of the deltas of the ApproxDPEvents in ``event_lists``."""
+    return sum(event.delta for events in event_lists for event in events
+               if isinstance(event, ApproxDPEvent))
+
+
+def _has_infinite_epsilon(events):
+    """True if one of ``events`` is a release without noise (epsilon or mu infinite)."""
+    return any(math.isinf(getattr(event, "mu", getattr(event, "epsilon", 0.0)))
+               for event in events)
 
 
 def _needs_positive_delta(events):
