@@ -192,8 +192,9 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
     def _accountant_delta(self):
         return self._accountant().delta
 
-    def _unused_options(self, method, n_features):
-        """Warnings that an option does nothing for the method that trains."""
+    def _plan_warnings(self, method, n_features):
+        """Warnings about the parameters, before the charge: an option that does nothing
+        for the method that trains (a regressor adds a label range not stated)."""
         unused = []
         if self.projection_dim is not None and method != "jl":
             unused.append(f"projection_dim is used by method='jl' only, not {method!r}")
@@ -279,7 +280,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             sparse = sp.issparse(X)
             problem, method, calibration = self._public_plan(
                 X.shape[0], X.shape[1], loss, y_bound, epsilon, delta, sparse=sparse)
-            for message in self._unused_options(method, problem.n_features):
+            for message in self._plan_warnings(method, problem.n_features):
                 warn_user(message, UserWarning)
             # Before the charge: a random_state numpy refuses (under
             # skip_parameter_validation) then fails with nothing spent.

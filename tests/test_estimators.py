@@ -1595,8 +1595,40 @@ def test_a_delta_not_below_one_over_n_warns_once():
     assert len([w for w in record if "not below 1/n" in str(w.message)]) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        DPLinearRegression(accountant=PrivacyAccountant()).fit(X, y)  # delta=None
-        DPLinearRegression(delta=1.0 / 301, accountant=PrivacyAccountant()).fit(X, y)
+        DPLinearRegression(y_bound=1.0, accountant=PrivacyAccountant()).fit(X, y)  # delta=None
+        DPLinearRegression(y_bound=1.0, delta=1.0 / 301, accountant=PrivacyAccountant()).fit(X, y)
+
+
+@pytest.mark.parametrize("Est", [DPLinearRegression, DPHuberRegressor])
+def test_a_label_range_not_stated_warns_once_before_the_charge(Est):
+    # DPLinearRegression() on labels in the hundreds clipped them to [-1, 1] without a
+    # word (test R^2 -4.6 on diabetes; usability review): y_bound=None is [-1, 1], with
+    # a warning that depends on the parameters only.
+    X, y = _regression(n=300, d=2)
+    message = f"{Est.__name__}: y_bound was not given, so the labels are clipped to"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        unstated = Est(random_state=0).fit(X, y)
+    assert [str(w.message) for w in caught if message in str(w.message)] == [
+        next(str(w.message) for w in caught if message in str(w.message))]
+    stated = Est(y_bound=1.0, random_state=0).fit(X, y)
+    np.testing.assert_array_equal(unstated.coef_, stated.coef_)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Est(y_bound=(-1.0, 1.0), accountant=PrivacyAccountant()).fit(X, y)
+        # Before the charge: as an error, it leaves the ledger empty.
+        acc = PrivacyAccountant()
+        with pytest.raises(UserWarning, match="y_bound was not given"):
+            Est(accountant=acc).fit(X, y)
+        assert acc.history == []
+    # Once for norm_bound="auto" and for a search, whatever the number of fits.
+    for fit in (lambda: Est(norm_bound="auto").fit(X, y),
+                lambda: DPGridSearchCV(Est(), {"norm_bound": [1.0, 2.0, 4.0]},
+                                       refit=True).fit(X, y)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fit()
+        assert len([w for w in caught if "y_bound was not given" in str(w.message)]) == 1
 
 
 def test_lists_of_0d_arrays_are_taken():

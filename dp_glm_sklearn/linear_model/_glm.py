@@ -193,10 +193,13 @@ def _sorted_labels(function, *arrays):
 class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
     _parameter_constraints: dict = {
         **_BaseDPGLM._parameter_constraints,
-        "y_bound": [Interval(Real, 0, np.inf, closed="neither"), tuple, list, np.ndarray],
+        "y_bound": [Interval(Real, 0, np.inf, closed="neither"), tuple, list, np.ndarray,
+                    None],
     }
 
     def _y_interval(self):
+        if self.y_bound is None:  # not stated: [-1, 1], with a warning (_plan_warnings)
+            return -1.0, 1.0
         if isinstance(self.y_bound, (tuple, list, np.ndarray)):
             ok = np.ndim(self.y_bound) == 1 and len(self.y_bound) == 2 and all(
                 isinstance(v, Real) and np.isfinite(v) for v in self.y_bound
@@ -219,6 +222,16 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
 
     def _get_loss(self):
         raise NotImplementedError
+
+    def _plan_warnings(self, method, n_features):
+        warnings = super()._plan_warnings(method, n_features)
+        if self.y_bound is None:
+            warnings.append(
+                f"{type(self).__name__}: y_bound was not given, so the labels are clipped "
+                "to [-1, 1]. State the public range of the labels, e.g. y_bound=(low, high) "
+                "from the data's documentation (never from the data itself); labels outside "
+                "it are clipped.")
+        return warnings
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -289,9 +302,10 @@ class DPLinearRegression(_DPRegressorBase):
     ----------
     {params_head}
 
-    y_bound : float > 0 or (low, high), default=1.0
+    y_bound : float > 0, (low, high) or None, default=None
         Public range of the labels: a float Y means [-Y, Y]. Labels outside
         are clipped to it. Take it from domain knowledge, never from the data.
+        ``None`` (not stated) is [-1, 1], with a warning.
 
     {params_body}
 
@@ -333,7 +347,7 @@ class DPLinearRegression(_DPRegressorBase):
 
     _parameter_constraints: dict = {**_DPRegressorBase._parameter_constraints}
 
-    def __init__(self, *, epsilon=1.0, delta=None, feature_norm=1.0, y_bound=1.0,
+    def __init__(self, *, epsilon=1.0, delta=None, feature_norm=1.0, y_bound=None,
                  norm_bound=10.0, fit_intercept=True, max_iter=None, method="auto",
                  projection_dim=None, l2_regularization=None,
                  random_state=None, accountant=None):
@@ -374,9 +388,9 @@ class DPHuberRegressor(_DPRegressorBase):
     ----------
     {params_head}
 
-    y_bound : float > 0 or (low, high), default=1.0
+    y_bound : float > 0, (low, high) or None, default=None
         Public range of the labels: a float Y means [-Y, Y]. Labels outside
-        are clipped to it.
+        are clipped to it. ``None`` (not stated) is [-1, 1], with a warning.
 
     threshold : float > 0, default=None
         Residual size M where the loss turns from quadratic to linear, in the
@@ -431,7 +445,7 @@ class DPHuberRegressor(_DPRegressorBase):
         "threshold": [Interval(Real, 0, np.inf, closed="neither"), None],
     }
 
-    def __init__(self, *, epsilon=1.0, delta=None, feature_norm=1.0, y_bound=1.0,
+    def __init__(self, *, epsilon=1.0, delta=None, feature_norm=1.0, y_bound=None,
                  threshold=None, norm_bound=10.0, fit_intercept=True, max_iter=None,
                  method="auto", projection_dim=None, l2_regularization=None,
                  random_state=None, accountant=None):

@@ -675,7 +675,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                 _planned_fits(plans, fits, classes, train_sizes):
             method = fit_probe._check_public_plan(n_samples, width, epsilon, delta, own, sparse,
                                                   parallel if on_part else 1)
-            caught += [(UserWarning, m) for m in fit_probe._unused_options(method, width)]
+            caught += [(UserWarning, m) for m in fit_probe._plan_warnings(method, width)]
         self._show_candidate_warnings(caught)
 
     def _check_loss_bounds(self, plans, fits, classes, n_val, train_sizes):
@@ -699,7 +699,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             bound = _planned_loss_bound(fit_probe, width, own)
             if math.isfinite(2.0 * n_val * bound):  # Python floats: inf, no warning
                 continue
-            y_bound = "" if is_classifier(fit_probe) else f", y_bound={fit_probe.y_bound!r}"
+            y_bound = "" if is_classifier(fit_probe) else f", y_bound={fit_probe._y_interval()}"
             raise ValueError(
                 f"scoring='loss' clips each validation loss at its sup over the constraint "
                 f"ball, here {bound:.4g} for norm_bound={float(fit_probe.norm_bound)!r}, "
