@@ -276,11 +276,28 @@ def gdp_mu(epsilon, delta):
         mu = math.sqrt(2.0) * math.sqrt(target + z * z / 2.0) - z
     else:
         mu = _profile_mu(epsilon, delta)
+        # A valid floor whatever epsilon: delta(0; m) = P(|N(0, 1)| <= m / 2)
+        # <= m phi(0), so m = delta sqrt(2 pi) is (0, delta)-DP (the factor
+        # covers the product's rounding).  Where epsilon is far below delta's
+        # quantile (epsilon 1e-20 at delta 1e-16) the profile's cancellation
+        # made the root up to 2e5 times too small: noise too large, not unsafe.
+        mu = max(mu, delta * _SQRT_2PI * (1.0 - 1e-14))
     if mu >= _TAIL_MU:
         # gdp_epsilon takes the (looser) tail bound there: stay within it,
         # so that gdp_epsilon(gdp_mu(eps, delta), delta) <= eps still holds.
         while _tail_epsilon(mu, delta) > epsilon:
             mu *= 1.0 - 1e-9
+    elif gdp_epsilon(mu, delta) > epsilon:
+        # The accountant measures a release with gdp_epsilon: where that (a
+        # valid upper bound) comes back above epsilon -- by one ulp at
+        # epsilon 7e14, by 5% at (1e-12, 1e-30) -- take the largest mu it
+        # measures at epsilon or less (smaller mu is always safe), so that a
+        # fit at the whole budget is accepted and privacy_spent_ <= epsilon.
+        low, high = 0.0, mu
+        while high - low > 1e-15 * high:
+            middle = 0.5 * (low + high)
+            low, high = (middle, high) if gdp_epsilon(middle, delta) <= epsilon else (low, middle)
+        mu = low
     return mu
 
 
@@ -340,6 +357,8 @@ def gdp_epsilon(mu, delta):
         return 0.0
     if mu == _INF or delta == 0.0:
         return _INF
+    if mu <= delta * _SQRT_2PI * (1.0 - 1e-14):
+        return 0.0  # delta(0; mu) <= mu phi(0) <= delta: gdp_mu's floor, in closed form
     log_target = math.log(delta)
     if _gdp_log_delta(0.0, mu, margin=1.0) <= log_target:
         return 0.0
@@ -366,6 +385,7 @@ def gdp_epsilon(mu, delta):
 #: From this mu on, gdp_epsilon also takes the tail bound (and gdp_mu keeps
 #: its mu within it), well below where the profile's cancellation starts.
 _TAIL_MU = 1e8
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
 
 #: From this epsilon on (mu about 1.4e150), gdp_mu inverts the tail bound in
 #: closed form: the search for a bracket overflowed from about 4e307.

@@ -229,11 +229,16 @@ def test_extreme_calibrations_end_and_stay_valid():
         assert 0.0 <= mu and (mu == 0.0 or gdp_delta(epsilon, mu) <= delta)
     for mu, delta in [(1e-160, 1e-5), (1e-160, 1e-300)]:
         epsilon = gdp_epsilon(mu, delta)
-        # valid: the first term of the profile is at most delta there
-        assert 0.0 < epsilon < 1e-150
-        assert norm.cdf(-epsilon / mu + mu / 2) <= delta * (1 + 1e-9)
+        # valid: the first term of the profile is at most delta there (at delta 1e-5,
+        # mu = 1e-160 is below delta sqrt(2 pi): (0, delta)-DP already, epsilon 0)
+        assert (epsilon == 0.0) == (mu < delta * math.sqrt(2 * math.pi))
+        assert 0.0 <= epsilon < 1e-150
+        if epsilon > 0.0:
+            assert norm.cdf(-epsilon / mu + mu / 2) <= delta * (1 + 1e-9)
+        else:
+            assert norm.cdf(mu / 2) - norm.cdf(-mu / 2) <= delta
     assert gdp_epsilon(1e155, 1e-5) == math.inf and gdp_epsilon(1e155, 0.5) == math.inf
-    acc = PrivacyAccountant(epsilon=1.0, delta=1e-5)
+    acc = PrivacyAccountant(epsilon=1.0, delta=1e-300)
     assert 0.0 < acc.spend(GaussianEvent(1e-160))[0] < 1e-140
     with pytest.raises(BudgetExceededError):
         acc.spend(GaussianEvent(1e200))
@@ -369,3 +374,25 @@ def test_gdp_delta_does_not_warn_where_its_other_branch_overflows():
         assert gdp_delta(1.0, 1e-16) == 0.0
         assert gdp_delta(1e-200, 1e-300) >= 0.0
         gdp_delta(1e154, 4.0)
+
+
+def test_tiny_epsilon_gets_the_closed_form_floor_and_round_trips():
+    # Far below delta's quantile (epsilon 1e-20 at delta 1e-16) the profile's
+    # cancellation made gdp_mu up to 2e5 times too small (numerical review):
+    # delta(0; m) <= m phi(0), so m = delta sqrt(2 pi) is valid at every epsilon.
+    for epsilon, delta in [(1e-20, 1e-16), (1e-16, 1e-16), (1e-300, 1e-300)]:
+        mu = gdp_mu(epsilon, delta)
+        assert mu >= delta * math.sqrt(2 * math.pi) * (1 - 1e-13)
+        with mpmath.workdps(60):
+            exact = mpmath.ncdf(mpmath.mpf(mu) / 2) - mpmath.ncdf(-mpmath.mpf(mu) / 2)
+            assert exact <= delta  # (0, delta)-DP, hence (epsilon, delta)-DP
+        assert gdp_epsilon(mu, delta) == 0.0
+    # gdp_epsilon (the accountant's measure) of a calibrated mu is never above its
+    # epsilon: it was, by one ulp at 7e14 and by 5% at (1e-12, 1e-30); seeded grid.
+    rng = np.random.default_rng(0)
+    points = [(723850906817324.8, 1e-10), (1e-12, 1e-30)] + [
+        (10 ** rng.uniform(-20, 20), 10 ** rng.uniform(-300, -0.3)) for _ in range(400)]
+    for epsilon, delta in points:
+        mu = gdp_mu(epsilon, delta)
+        assert gdp_epsilon(mu, delta) <= epsilon, (epsilon, delta)
+        assert gdp_delta(epsilon, mu) <= delta, (epsilon, delta)
