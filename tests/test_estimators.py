@@ -995,6 +995,13 @@ def test_log_probabilities_of_confidently_wrong_rows_are_finite(classes, dtype):
     single = dtype is np.float32
     np.testing.assert_allclose(log_p, log_softmax(scores, axis=1), rtol=1e-5 if single else 1e-12,
                                atol=1e-6 if single else 1e-15)
+    # The probabilities agree with them where they are representable (a binary row's
+    # smaller one was 1 - expit(z), exactly 0 from z = 37: numerical review).
+    proba = clf.predict_proba(far)
+    tiny = np.finfo(dtype).tiny
+    shown = np.exp(log_p.astype(np.float64)) >= tiny * 1e3
+    np.testing.assert_allclose(proba[shown], np.exp(log_p[shown]), rtol=1e-4 if single else 1e-9)
+    assert (proba[shown] < (1e-9 if single else 1e-17)).any()  # below 1 - expit's reach
 
 
 def test_a_published_generator_regenerates_the_noise():

@@ -31,7 +31,8 @@ _PARAMS_HEAD = """epsilon : float in (0, 1e300] or inf, default=1.0
 
     feature_norm : float > 0, default=1.0
         Public bound X on the Euclidean norm of a row of X. Rows with a
-        larger norm are scaled down to it before training (clipping). The
+        larger norm are scaled down to it before training (clipping);
+        ``predict`` and the other methods use rows as given. The
         default suits rows normalized to unit norm, e.g. by
         :class:`sklearn.preprocessing.Normalizer`, a row-wise transform that
         is private in itself. Never estimate it from the data you protect: a
@@ -738,8 +739,8 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
         """
         scores = self.decision_function(X)
         if scores.ndim == 1:
-            p = expit(scores)
-            return np.column_stack([1.0 - p, p])
+            # expit(-z), not 1 - expit(z), which is 0 from z = 37 (float64).
+            return np.column_stack([expit(-scores), expit(scores)])
         return softmax(scores, axis=1)
 
     def predict_log_proba(self, X):

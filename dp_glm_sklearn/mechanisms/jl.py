@@ -24,7 +24,9 @@ is d exactly when no projection has a smaller bound than Noisy GD's.
 Memory: the projection is Gaussian (a dense k x d matrix) when ``k d`` is
 at most 2**22 entries (32 MB), and otherwise a sparse random projection with
 about 16 non-zeros per column (``O(d)`` memory).  The choice depends on the
-sizes only, not on how X is stored, so dense and sparse X give the same model.
+sizes only, not on how X is stored, so dense and sparse X give the same
+projection and noise, and models equal up to floating-point rounding (the
+sums run in another order: measured up to 5e-13 relative).
 Dense X is projected once into a dense n x k array (smaller than X, since
 k < d), allocated before the charge (:func:`draw_public`) and filled by row
 blocks.  Sparse X is never projected as a whole: each pass reads it with the
