@@ -67,7 +67,10 @@ _PARAMS_BODY = """norm_bound : float > 0 or "auto", default={norm_bound}
         pass ``max_iter=100`` for a smaller optimization error, see
         :func:`~dp_glm_sklearn.mechanisms.noisy_gd.default_max_iter`).
         Privacy holds for any T: the noise per step
-        grows like ``sqrt(T)`` to keep the same (epsilon, delta).
+        grows like ``sqrt(T)`` to keep the same (epsilon, delta). At most
+        100 steps of size 1/smoothness leave an optimization error even when
+        the noise is negligible (a large epsilon, a large ``norm_bound``);
+        ``epsilon=np.inf`` solves the constrained problem exactly.
         ``"output_perturbation"`` ignores it, with a warning (its solver runs
         to a certified accuracy).
 
