@@ -1629,13 +1629,24 @@ def test_a_label_range_not_stated_warns_once_before_the_charge(Est):
             Est(accountant=acc).fit(X, y)
         assert acc.history == []
     # Once for norm_bound="auto" and for a search, whatever the number of fits.
+    # (The random search shows the warnings every setting it checks gives: this one
+    # holds whatever it draws, and says nothing of how many it drew.)
     for fit in (lambda: Est(norm_bound="auto").fit(X, y),
                 lambda: DPGridSearchCV(Est(), {"norm_bound": [1.0, 2.0, 4.0]},
-                                       refit=True).fit(X, y)):
+                                       refit=True).fit(X, y),
+                lambda: DPRandomizedSearchCV(Est(), {"norm_bound": [1.0, 2.0, 4.0]},
+                                             refit=True, random_state=0).fit(X, y),
+                lambda: DPConfidenceBoosting(Est(), n_models=2).fit(X, y)):
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             fit()
         assert len([w for w in caught if "y_bound was not given" in str(w.message)]) == 1
+    # A warning of some of the random search's settings only is not shown.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        DPRandomizedSearchCV(Est(y_bound=1.0), {"y_bound": [None, 1.0]},
+                             random_state=0).fit(X, y)
+    assert not [w for w in caught if "y_bound was not given" in str(w.message)]
 
 
 def test_lists_of_0d_arrays_are_taken():

@@ -22,6 +22,7 @@ from .._doc import format_doc
 from .._randomness import _clones_draw_nothing, _rng
 from .._sklearn_compat import Interval, StrOptions, fit_context, validated_even_if_skipped
 from .._validation import _fit_n_samples
+from .._warn import warn_user
 from ..privacy.events import GaussianEvent, RandomStoppingEvent
 from ..privacy.selection import (
     gaussian_report_noisy_max,
@@ -230,8 +231,10 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         The other candidates, and how many there were, stay secret: the
         guarantee of random stopping holds only if they are never released.
         So do the warnings of the candidates' public plans (an unused
-        option): the search shows none (their number, or which ones appear,
-        would tell how many ran). No search shows the warnings of its fits.
+        option): the search shows only those that every setting it checks
+        gives (a label range not stated), which hold whatever it draws
+        (which ones appear would otherwise tell which ran). No search shows
+        the warnings of its fits.
 
     privacy_events_ : list of events
         ``RandomStoppingEvent(mu_run, mean_candidates, stopping)`` for the
@@ -319,7 +322,15 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         self.accountant = accountant
 
     def _show_candidate_warnings(self, caught):
-        """Show none: K is secret (see ``cv_results_``)."""
+        """Show only the warnings every checked setting gives (a label range
+        not stated on the template, say): they hold whatever is drawn, and
+        the settings checked do not depend on K.  A warning of some settings
+        only would read as "this one was drawn" (see ``cv_results_``)."""
+        if not caught:
+            return
+        common = set(caught[0]).intersection(*caught[1:])
+        for category, message in dict.fromkeys(w for w in caught[0] if w in common):
+            warn_user(message, category)
 
     def _plan(self, n_samples):
         epsilon, delta = target_privacy(self, n_samples)

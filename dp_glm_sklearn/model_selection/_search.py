@@ -670,12 +670,12 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         """Run the public half of each planned fit (:func:`_planned_fits`); show
         their warnings.  The working memory of ``parallel`` candidates is
         reserved at once (of one refit)."""
-        caught = []
+        caught = []  # one list a planned fit
         for fit_probe, n_samples, epsilon, delta, width, own, sparse, on_part in \
                 _planned_fits(plans, fits, classes, train_sizes):
             method = fit_probe._check_public_plan(n_samples, width, epsilon, delta, own, sparse,
                                                   parallel if on_part else 1)
-            caught += [(UserWarning, m) for m in fit_probe._plan_warnings(method, width)]
+            caught.append([(UserWarning, m) for m in fit_probe._plan_warnings(method, width)])
         self._show_candidate_warnings(caught)
 
     def _check_loss_bounds(self, plans, fits, classes, n_val, train_sizes):
@@ -769,13 +769,14 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         return fitted
 
     def _show_candidate_warnings(self, caught):
-        """Show each distinct warning of the fits' public plans once.
+        """Show each distinct warning of the fits' public plans once
+        (``caught``: one list of (category, message) a planned fit).
 
         Candidates repeat their warnings (the same unused option in every
         fit).  The number of candidates is public here; see
         ``DPRandomizedSearchCV`` for a search where it is not.
         """
-        for category, message in dict.fromkeys(caught):
+        for category, message in dict.fromkeys(w for fit in caught for w in fit):
             warn_user(message, category)
 
     def _validation_utilities(self, fitted, slot, X_val, y_val):
