@@ -718,3 +718,44 @@ def test_a_refusal_for_want_of_delta_says_so():
     assert "no noise" not in str(caught.value)
     with pytest.raises(BudgetExceededError, match=r"epsilon=inf \(no noise\)"):
         PrivacyAccountant(epsilon=2.0, delta=delta).spend([GaussianEvent(mu=math.inf)])
+
+
+def test_affordable_epsilon_checks_rtol_and_reads_detached_copies():
+    acc = PrivacyAccountant(epsilon=2.2, delta=1e-6)
+    for _ in range(4):
+        acc.spend([GaussianEvent(mu=gdp_mu(1.0, 1e-6))])
+    # rtol 0 or below the float spacing looped for ever; 2 or NaN returned 0.0.
+    for rtol in (0.0, 1e-17, -1.0, 1.0, 2.0, math.nan, "a", True):
+        with pytest.raises(ValueError, match=r"rtol must be a float in \[2\*\*-52, 1\)"):
+            acc.affordable_epsilon(rtol=rtol)
+    finest = acc.affordable_epsilon(rtol=2.0**-52)
+    assert finest == pytest.approx(acc.affordable_epsilon(), rel=1e-6)
+    # A saved ledger cannot spend, but says what a new accountant could afford.
+    blob, acc_value = pickle.dumps(acc), acc.affordable_epsilon()
+    del acc
+    gc.collect()
+    saved = pickle.loads(blob)
+    assert saved.detached
+    assert saved.affordable_epsilon() == acc_value
+    with pytest.raises(RuntimeError):
+        saved.check([GaussianEvent(mu=0.1)])
+
+
+def test_the_delta_hint_is_given_for_want_of_delta_only():
+    delta = 1e-6
+    # A finite total over the budget: not a matter of delta.
+    acc = PrivacyAccountant(epsilon=1.0, delta=delta)
+    acc.spend([ApproxDPEvent(0.1, delta)])
+    with pytest.raises(BudgetExceededError) as caught:
+        acc.check([PureDPEvent(5.0)])
+    assert "no delta is left" not in str(caught.value)
+    # Deltas whose float sum is just below the budget's but whose exact sum is not.
+    acc = PrivacyAccountant(epsilon=1.0, delta=delta)
+    for _ in range(14):
+        acc.spend([ApproxDPEvent(0.01, delta / 15)])
+    try:
+        acc.spend([ApproxDPEvent(0.01, delta / 15)])
+    except BudgetExceededError:
+        pass  # composition rounds the deltas' sum up: allowed
+    with pytest.raises(BudgetExceededError, match="no delta is left") as caught:
+        acc.spend([ApproxDPEvent(0.01, delta / 15), GaussianEvent(mu=0.01)])

@@ -2281,6 +2281,11 @@ def test_encoders_with_declared_categories_learn_nothing(clf_data):
         "ordinal, declared, max_categories": (OrdinalEncoder(
             categories=declared, max_categories=2), True),
     }
+    class _Subclassed(OneHotEncoder):  # may learn more than its base: flagged
+        pass
+
+    cases["one-hot subclass, declared"] = (_Subclassed(categories=declared,
+                                                       sparse_output=False), True)
     for name, (encoder, learns) in cases.items():
         head = ColumnTransformer([("num", "passthrough", [0, 1]), ("cat", encoder, [2])],
                                  sparse_threshold=0)

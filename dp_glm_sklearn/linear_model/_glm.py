@@ -145,7 +145,9 @@ _SHARED_ATTRIBUTES = """n_features_in_ : int
     privacy_events_ : list of privacy events
         What the fit released, as events an independent accountant can
         compose (a single ``GaussianEvent(mu)`` for the mechanisms here; two
-        when ``norm_bound="auto"``: the search and the refit).
+        when ``norm_bound="auto"``: the search and the refit). The model a
+        search or boosting publishes as ``best_estimator_`` carries the
+        wrapper's events (a ``RandomStoppingEvent`` for a random search).
 
     privacy_spent_ : tuple (epsilon, delta)
         The guarantee of this fit, derived from ``privacy_events_``."""

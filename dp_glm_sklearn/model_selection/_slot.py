@@ -115,7 +115,7 @@ def _learns(step):
         return step.sparse_threshold > 0 or _learns(step.remainder) or any(
             _learns(part) or (callable(columns) and not isinstance(columns, make_column_selector))
             for _, part, columns in step.transformers)
-    if isinstance(step, (OneHotEncoder, OrdinalEncoder)):
+    if type(step) in (OneHotEncoder, OrdinalEncoder):  # (a subclass may learn more)
         return (isinstance(step.categories, str) or step.min_frequency is not None
                 or step.max_categories is not None)
     try:
