@@ -21,8 +21,8 @@ test metric of
   ``refit=False``); ``--no-refit`` measures ``refit=False`` (the chosen
   candidate, as trained on the training part, predicts).
 - ``ceiling`` (refit only): the best fixed grid point, chosen in hindsight
-  like ``hindsight`` but trained at the refit's own budget (its
-  ``privacy_spent_``): what the search would reach if its private selection
+  like ``hindsight`` but trained at the refit's own budget (its event in
+  the search's ``privacy_events_``): what the search would reach if its private selection
   always picked the best parameters. Not a private procedure either; it
   separates the cost of sharing the budget with the search (hindsight -
   ceiling) from the cost of the selection itself (ceiling - search).
@@ -74,6 +74,7 @@ sys.path.insert(0, str(HERE.parent))  # benchmark the checkout, installed or not
 
 from dp_glm_sklearn import DPConfidenceBoosting, DPGridSearchCV, DPLinearRegression  # noqa: E402
 from dp_glm_sklearn._demo import DATASETS  # noqa: E402
+from dp_glm_sklearn.privacy import compose  # noqa: E402
 
 RESULTS = HERE / "results"
 DELTA = 1e-5
@@ -166,7 +167,9 @@ def run(name, epsilons, *, n_splits, n_seeds, search_kwargs):
                     search.best_estimator_.score(X_te, y_te))
                 out.setdefault(("chosen", eps), []).append(search.best_index_)
                 if search_kwargs.get("refit"):
-                    refit_eps, refit_delta = search.best_estimator_.privacy_spent_
+                    # The refit's own release (the search's second event; the model's
+                    # privacy_spent_ is the whole search's).
+                    refit_eps, refit_delta = compose(search.privacy_events_[1:], DELTA), DELTA
                     for g, params in enumerate(grid):
                         est = Est(**{**common, "epsilon": refit_eps, "delta": refit_delta},
                                   **params)
@@ -247,7 +250,7 @@ def transfer(name, eps, *, n_splits, n_seeds):
         search = DPGridSearchCV(Est(**public), spec["grid"], epsilon=eps, delta=DELTA,
                                 refit=True, random_state=split).fit(X_tr, y_tr)
         cand_eps = search.candidate_privacy_[0]
-        refit_eps = search.best_estimator_.privacy_spent_[0]
+        refit_eps = compose(search.privacy_events_[1:], DELTA)  # the refit's own release
         n_part = len(y_tr) - int(round(search.validation_fraction * len(y_tr)))
         for seed in range(n_seeds):
             state = split * n_seeds + seed

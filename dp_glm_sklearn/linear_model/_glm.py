@@ -150,7 +150,9 @@ _SHARED_ATTRIBUTES = """n_features_in_ : int
         wrapper's events (a ``RandomStoppingEvent`` for a random search).
 
     privacy_spent_ : tuple (epsilon, delta)
-        The guarantee of this fit, derived from ``privacy_events_``."""
+        The guarantee of this fit, derived from ``privacy_events_`` (of
+        publishing this model: for a search's ``best_estimator_``, the
+        search's)."""
 
 _REGRESSION_NOTES = """Notes
     -----
@@ -231,13 +233,17 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
 
     def _plan_warnings(self, method, n_features):
         warnings = super()._plan_warnings(method, n_features)
-        if self.y_bound is None:
-            warnings.append(
-                f"{type(self).__name__}: y_bound was not given, so the labels are clipped "
+        message = self._label_range_warning()
+        return warnings if message is None else [*warnings, message]
+
+    def _label_range_warning(self):
+        """The warning that ``y_bound`` was not stated, or None (parameters only)."""
+        if self.y_bound is not None:
+            return None
+        return (f"{type(self).__name__}: y_bound was not given, so the labels are clipped "
                 "to [-1, 1]. State the public range of the labels, e.g. y_bound=(low, high) "
                 "from the data's documentation (never from the data itself); labels outside "
-                "it are clipped.")
-        return warnings
+                "it are clipped. y_bound=1.0 keeps [-1, 1] without this warning.")
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

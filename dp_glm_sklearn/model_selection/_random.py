@@ -231,10 +231,10 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         The other candidates, and how many there were, stay secret: the
         guarantee of random stopping holds only if they are never released.
         So do the warnings of the candidates' public plans (an unused
-        option): the search shows only those that every setting it checks
-        gives (a label range not stated), which hold whatever it draws
-        (which ones appear would otherwise tell which ran). No search shows
-        the warnings of its fits.
+        option): the search shows none (their number, or which ones appear,
+        would tell how many ran), except a ``y_bound`` not stated on the
+        estimator and set by no distribution, which holds for every
+        candidate. No search shows the warnings of its fits.
 
     privacy_events_ : list of events
         ``RandomStoppingEvent(mu_run, mean_candidates, stopping)`` for the
@@ -322,15 +322,21 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         self.accountant = accountant
 
     def _show_candidate_warnings(self, caught):
-        """Show only the warnings every checked setting gives (a label range
-        not stated on the template, say): they hold whatever is drawn, and
-        the settings checked do not depend on K.  A warning of some settings
-        only would read as "this one was drawn" (see ``cv_results_``)."""
-        if not caught:
+        """Show none: which appear depends on the draws, hence on K, which is
+        secret (see ``cv_results_``; the planned fits include the drawn
+        candidates).  :meth:`_warn_label_range` shows the one warning that
+        depends on the template alone."""
+
+    def _warn_label_range(self, slot, dists):
+        """The template's warning that its label range was not stated, when no
+        dict of ``param_distributions`` sets ``y_bound``: it then holds for
+        every candidate, and depends on the parameters only."""
+        label_range_warning = getattr(slot.owner(self.estimator), "_label_range_warning", None)
+        if label_range_warning is None or any(slot.key("y_bound") in d for d in dists):
             return
-        common = set(caught[0]).intersection(*caught[1:])
-        for category, message in dict.fromkeys(w for w in caught[0] if w in common):
-            warn_user(message, category)
+        message = label_range_warning()
+        if message is not None:
+            warn_user(message, UserWarning)
 
     def _plan(self, n_samples):
         epsilon, delta = target_privacy(self, n_samples)
@@ -409,6 +415,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         dists = _check_distributions(self.param_distributions)
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(dists, slot)
+        self._warn_label_range(slot, dists)
         _validate_distributions(self.estimator, dists, slot, self.accountant)
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         self._validation_size(n_samples)

@@ -396,7 +396,8 @@ _SHARED_ATTRIBUTES = """best_estimator_ : estimator
         ``privacy_events_`` and ``privacy_spent_`` are the search's: the
         model was chosen with the validation part, so publishing it costs
         the whole search (its own training's share is ``candidate_privacy_``
-        without refit, the refit's event with it).
+        without refit, the refit's event with it). They are the search's
+        events, not further ones: do not add them to the search's again.
 
     best_params_ : dict
         Parameters of the chosen candidate.

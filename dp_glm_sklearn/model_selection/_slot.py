@@ -100,7 +100,8 @@ def _learns(step):
     dtypes only).  ``"passthrough"``, ``"drop"`` and
     None learn nothing; nor does a ``OneHotEncoder`` or ``OrdinalEncoder``
     given its ``categories`` (public: ``categories_`` is what was declared,
-    and each row is encoded alone) that groups no rare ones
+    cast to the column's dtype, which must be public too, and each row is
+    encoded alone) that groups no rare ones
     (``min_frequency`` and ``max_categories`` None: they count).  Any other
     step learns unless tagged as needing no fit (a step that is not a
     scikit-learn estimator included).

@@ -494,7 +494,8 @@ class PrivacyAccountant:
         A difference of totals, not the size of the next release: releases
         compose sub-additively (four fits at epsilon 1 cost 2.12 together at
         delta 1e-6), so the next fit can usually cost more than this epsilon.
-        :meth:`affordable_epsilon` says how much.
+        :meth:`affordable_epsilon` says how much.  The delta returned is the
+        budget's, whatever approximate-DP events have used of it.
         """
         epsilon_spent, delta = self.spent()
         return max(0.0, self._epsilon - epsilon_spent), delta
@@ -504,16 +505,19 @@ class PrivacyAccountant:
 
         A fit at this epsilon, at the accountant's delta or below (a fit's
         ``delta=None`` is), is accepted if nothing else is charged first: it
-        is priced as one Gaussian release, as every estimator's fit,
-        ``norm_bound="auto"`` and ``DPGridSearchCV`` are (a
-        ``DPRandomizedSearchCV`` at the same epsilon costs more).  It is
+        is priced as one ``GaussianEvent(mu=gdp_mu(epsilon, delta))``, which
+        every estimator's fit, ``norm_bound="auto"`` and ``DPGridSearchCV``
+        are in total; pure, approximate and random-stopping releases
+        (``DPRandomizedSearchCV``) at the same epsilon cost more.  It is
         found by bisection with the check :meth:`check` makes, so it agrees
         with the refusals whatever the ledger holds, and is at most ``rtol``
         (relatively) below the exact value.  0.0 when no fit fits (the
         budget is spent, or the ledger's approximate-DP events use all of
         delta); ``inf`` for an unlimited budget.  A detached accountant
-        answers too (it cannot be charged; a new accountant for what is left
-        of a saved budget can be sized with it).  Each step composes the
+        answers too (it cannot be charged).  The value says what this ledger
+        accepts next; it does not size a new accountant for what is left
+        (composed with this ledger, a pure-DP release of that epsilon costs
+        more than a Gaussian one).  Each step composes the
         ledger: about 0.01 s for Gaussian ledgers, up to seconds for long
         mixed ones.
 
