@@ -759,3 +759,22 @@ def test_the_delta_hint_is_given_for_want_of_delta_only():
         pass  # composition rounds the deltas' sum up: allowed
     with pytest.raises(BudgetExceededError, match="no delta is left") as caught:
         acc.spend([ApproxDPEvent(0.01, delta / 15), GaussianEvent(mu=0.01)])
+
+
+def test_affordable_epsilon_for_several_fits():
+    # The largest epsilon each of k more fits (a cross_val_score's folds) can have:
+    # Gaussian releases compose in mu**2, so k fits at it exhaust the budget exactly.
+    delta = 1e-6
+    acc = PrivacyAccountant(epsilon=2.2, delta=delta)
+    acc.spend([GaussianEvent(mu=gdp_mu(1.0, delta))])
+    for k in (1, 3, 5):
+        each = acc.affordable_epsilon(n_fits=k)
+        left = math.sqrt(gdp_mu(2.2, delta) ** 2 - gdp_mu(1.0, delta) ** 2)
+        assert each == pytest.approx(gdp_epsilon(left / math.sqrt(k), delta), rel=1e-5)
+        acc.check([GaussianEvent(mu=gdp_mu(each, delta))] * k)
+        with pytest.raises(BudgetExceededError):
+            acc.check([GaussianEvent(mu=gdp_mu(each * (1 + 1e-4), delta))] * k)
+    assert acc.affordable_epsilon(n_fits=5) < acc.affordable_epsilon(n_fits=1)
+    for bad in (0, -1, 1.5, True, "2"):
+        with pytest.raises(ValueError, match="n_fits must be an int >= 1"):
+            acc.affordable_epsilon(n_fits=bad)

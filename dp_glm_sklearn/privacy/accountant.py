@@ -16,7 +16,7 @@ import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import datetime
-from numbers import Real
+from numbers import Integral, Real
 
 import numpy as np
 
@@ -500,8 +500,8 @@ class PrivacyAccountant:
         epsilon_spent, delta = self.spent()
         return max(0.0, self._epsilon - epsilon_spent), delta
 
-    def affordable_epsilon(self, rtol=1e-6):
-        """The largest epsilon of one more fit that this accountant accepts now.
+    def affordable_epsilon(self, n_fits=1, rtol=1e-6):
+        """The largest epsilon of one more fit (each of ``n_fits`` more) this accountant accepts now.
 
         A fit at this epsilon, at the accountant's delta or below (a fit's
         ``delta=None`` is), is accepted if nothing else is charged first: it
@@ -523,6 +523,9 @@ class PrivacyAccountant:
 
         Parameters
         ----------
+        n_fits : int >= 1, default=1
+            How many fits at that epsilon must all be accepted (the folds of
+            a ``cross_val_score``, say); they compose exactly.
         rtol : float in [2**-52, 1), default=1e-6
             Relative precision of the bisection.
 
@@ -539,7 +542,11 @@ class PrivacyAccountant:
         ...     _ = acc.spend([GaussianEvent(mu=mu_fit)])
         >>> round(acc.remaining()[0], 3), round(acc.affordable_epsilon(), 3)
         (0.077, 0.494)
+        >>> round(acc.affordable_epsilon(n_fits=5), 3)  # each of five folds
+        0.209
         """
+        if not (isinstance(n_fits, Integral) and not isinstance(n_fits, bool) and n_fits >= 1):
+            raise ValueError(f"n_fits must be an int >= 1, got {n_fits!r}.")
         if not (isinstance(rtol, Real) and 2.0**-52 <= rtol < 1.0):
             raise ValueError(f"rtol must be a float in [2**-52, 1), got {rtol!r}.")
         if self._epsilon == math.inf:
@@ -551,8 +558,8 @@ class PrivacyAccountant:
             # (A detached accountant is read, not charged: no _ensure_attached.)
             with self._lock:
                 try:
-                    self._check_locked([GaussianEvent(mu=gdp_mu(epsilon, self._delta))],
-                                       reading=True)
+                    self._check_locked([GaussianEvent(mu=gdp_mu(epsilon, self._delta))]
+                                       * int(n_fits), reading=True)
                 except BudgetExceededError:
                     return False
             return True
