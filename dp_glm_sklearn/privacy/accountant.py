@@ -501,7 +501,7 @@ class PrivacyAccountant:
         return max(0.0, self._epsilon - epsilon_spent), delta
 
     def affordable_epsilon(self, n_fits=1, rtol=1e-6):
-        """The largest epsilon of one more fit (each of ``n_fits`` more) this accountant accepts now.
+        """The largest epsilon of one more fit (of each of ``n_fits``) the accountant accepts.
 
         A fit at this epsilon, at the accountant's delta or below (a fit's
         ``delta=None`` is), is accepted if nothing else is charged first: it
