@@ -775,6 +775,11 @@ def test_affordable_epsilon_for_several_fits():
         with pytest.raises(BudgetExceededError):
             acc.check([GaussianEvent(mu=gdp_mu(each * (1 + 1e-4), delta))] * k)
     assert acc.affordable_epsilon(n_fits=5) < acc.affordable_epsilon(n_fits=1)
+    # Many fits are priced as their exact composition, without a list of a million
+    # events per bisection step (34 s; adversarial check).
+    each = acc.affordable_epsilon(n_fits=10**6)
+    acc.check([GaussianEvent(mu=1e3 * gdp_mu(each, delta))])
+    assert each == pytest.approx(gdp_epsilon(left / 1e3, delta), rel=1e-5)
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(ValueError, match="n_fits must be an int >= 1"):
             acc.affordable_epsilon(n_fits=bad)

@@ -149,6 +149,9 @@ def test_readme_quickstart_huber_scores(executed):
     assert len(acc.history) == 2  # the least-squares fit and this one
     assert_quoted(acc.spent()[0], total, "acc.spent() epsilon after both fits")
     assert_quoted(acc.spent()[1], delta, "acc.spent() delta after both fits")
+    (affordable,) = quoted(block, rf"acc\.affordable_epsilon\(\)\s*#\s*{NUMBER}:",
+                           "README quickstart (affordable_epsilon)")
+    assert_quoted(acc.affordable_epsilon(), affordable, "acc.affordable_epsilon()")
 
 
 # -- user guide, section 4: the accountant ------------------------------------------------
@@ -179,6 +182,12 @@ def test_user_guide_accountant_numbers(executed):
     recomputed = compose(events + list(history[-1].events), acc.delta)
     assert_quoted(recomputed, fifth, "total with a fifth fit (recomputed)")
     assert recomputed > acc.epsilon
+    # What is left, as remaining() and affordable_epsilon() say it.
+    left, next_fit = quoted(
+        text, rf"`remaining\(\)` is the budget minus the total\s+\({NUMBER} here\).*?"
+        rf"can still be charged \({NUMBER}\)", "docs/user_guide.md section 4")
+    assert_quoted(acc.remaining()[0], left, "remaining()")
+    assert_quoted(acc.affordable_epsilon(), next_fit, "affordable_epsilon()")
 
 
 # -- docs/privacy.md and DPRandomizedSearchCV's docstring: random stopping figures --------

@@ -23,7 +23,7 @@ from sklearn.base import clone
 from sklearn.datasets import make_classification
 from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.model_selection import cross_val_score
-from sklearn.pipeline import make_pipeline
+from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import Normalizer
 
 from dp_glm_sklearn import (
@@ -1641,12 +1641,25 @@ def test_a_label_range_not_stated_warns_once_before_the_charge(Est):
             warnings.simplefilter("always")
             fit()
         assert len([w for w in caught if "y_bound was not given" in str(w.message)]) == 1
-    # Not when a distribution sets y_bound: whether it applies depends on the draws.
-    for grid in ({"y_bound": [None, 1.0]}, [{"norm_bound": [1.0]}, {"y_bound": [None]}]):
+    # The random search warns when a setting that could be drawn (every listed value, a
+    # public draw of each distribution: never the draws, which tell K) has no y_bound.
+    from scipy.stats import loguniform
+
+    pipe = lambda **p: Pipeline([("n", Normalizer()), ("dp", Est(**p))])  # noqa: E731
+    cases = [
+        (Est(), {"y_bound": [None, 1.0]}, True),
+        (Est(), [{"norm_bound": loguniform(0.1, 100)}, {"y_bound": [1.0]}], True),
+        (pipe(y_bound=1.0), {"dp": [Est(), Est(y_bound=1.0)]}, True),
+        (pipe(), {"dp": [Est(y_bound=1.0), Est(y_bound=2.0)]}, False),
+        (pipe(), {"dp__y_bound": [1.0, 2.0]}, False),
+        (Est(), {"y_bound": loguniform(1.0, 2.0)}, False),
+    ]
+    for estimator, grid, expected in cases:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            DPRandomizedSearchCV(Est(), grid, random_state=0).fit(X, y)
-        assert not [w for w in caught if "y_bound was not given" in str(w.message)]
+            DPRandomizedSearchCV(estimator, grid, random_state=0).fit(X, y)
+        shown = [w for w in caught if "y_bound was not given" in str(w.message)]
+        assert len(shown) == expected, (grid, expected)
 
 
 def test_lists_of_0d_arrays_are_taken():

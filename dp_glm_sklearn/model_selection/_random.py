@@ -40,7 +40,13 @@ from ._search import (
     _child_seeds,
     _restore_accountant,
 )
-from ._slot import _check_grid_keys, _find_dp_slot, _params_key, _validate_candidates
+from ._slot import (
+    _check_grid_keys,
+    _find_dp_slot,
+    _params_key,
+    _validate_candidates,
+    _with_params,
+)
 
 __all__ = ["DPRandomizedSearchCV"]
 
@@ -232,9 +238,10 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         guarantee of random stopping holds only if they are never released.
         So do the warnings of the candidates' public plans (an unused
         option): the search shows none (their number, or which ones appear,
-        would tell how many ran), except a ``y_bound`` not stated on the
-        estimator and set by no distribution, which holds for every
-        candidate. No search shows the warnings of its fits.
+        would tell how many ran), except that a ``y_bound`` is not stated in
+        a setting that could be drawn (decided from ``param_distributions``
+        alone, not from the draws). No search shows the warnings of its
+        fits.
 
     privacy_events_ : list of events
         ``RandomStoppingEvent(mu_run, mean_candidates, stopping)`` for the
@@ -327,16 +334,19 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         candidates).  :meth:`_warn_label_range` shows the one warning that
         depends on the template alone."""
 
-    def _warn_label_range(self, slot, dists):
-        """The template's warning that its label range was not stated, when no
-        dict of ``param_distributions`` sets ``y_bound``: it then holds for
-        every candidate, and depends on the parameters only."""
-        label_range_warning = getattr(slot.owner(self.estimator), "_label_range_warning", None)
-        if label_range_warning is None or any(slot.key("y_bound") in d for d in dists):
-            return
-        message = label_range_warning()
-        if message is not None:
-            warn_user(message, UserWarning)
+    def _warn_label_range(self, slot):
+        """Warn that a label range was not stated when a setting that could be
+        drawn has none (``y_bound=None``).  The settings looked at are those
+        checked before the charge (:meth:`_possible_candidates`: every listed
+        value, a public draw of each distribution), a function of
+        ``param_distributions`` only, never the draws: K stays secret."""
+        for setting in self._possible_candidates(None, slot):
+            candidate = _with_params(self.estimator, setting)
+            label_range_warning = getattr(slot.owner(candidate), "_label_range_warning", None)
+            message = label_range_warning() if label_range_warning is not None else None
+            if message is not None:
+                warn_user(message, UserWarning)
+                return
 
     def _plan(self, n_samples):
         epsilon, delta = target_privacy(self, n_samples)
@@ -415,8 +425,8 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         dists = _check_distributions(self.param_distributions)
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(dists, slot)
-        self._warn_label_range(slot, dists)
         _validate_distributions(self.estimator, dists, slot, self.accountant)
+        self._warn_label_range(slot)
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         self._validation_size(n_samples)
         plan = self._plan(n_samples)
