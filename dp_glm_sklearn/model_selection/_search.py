@@ -671,12 +671,12 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         """Run the public half of each planned fit (:func:`_planned_fits`); show
         their warnings.  The working memory of ``parallel`` candidates is
         reserved at once (of one refit)."""
-        caught = []  # one list a planned fit
+        caught = []
         for fit_probe, n_samples, epsilon, delta, width, own, sparse, on_part in \
                 _planned_fits(plans, fits, classes, train_sizes):
             method = fit_probe._check_public_plan(n_samples, width, epsilon, delta, own, sparse,
                                                   parallel if on_part else 1)
-            caught.append([(UserWarning, m) for m in fit_probe._plan_warnings(method, width)])
+            caught += [(UserWarning, m) for m in fit_probe._plan_warnings(method, width)]
         self._show_candidate_warnings(caught)
 
     def _check_loss_bounds(self, plans, fits, classes, n_val, train_sizes):
@@ -770,14 +770,13 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         return fitted
 
     def _show_candidate_warnings(self, caught):
-        """Show each distinct warning of the fits' public plans once
-        (``caught``: one list of (category, message) a planned fit).
+        """Show each distinct warning of the fits' public plans once.
 
         Candidates repeat their warnings (the same unused option in every
         fit).  The number of candidates is public here; see
         ``DPRandomizedSearchCV`` for a search where it is not.
         """
-        for category, message in dict.fromkeys(w for fit in caught for w in fit):
+        for category, message in dict.fromkeys(caught):
             warn_user(message, category)
 
     def _validation_utilities(self, fitted, slot, X_val, y_val):

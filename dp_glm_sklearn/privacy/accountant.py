@@ -390,6 +390,7 @@ class PrivacyAccountant:
         total = _compose_summary(*summary, self._delta)
         if total > limit:
             cost = compose(events, self._delta)
+            ledger = self._all_events()
             hint = ""
             if self._delta == 0 and math.isinf(cost) and _needs_positive_delta(events):
                 hint = (
@@ -400,9 +401,9 @@ class PrivacyAccountant:
                     "create the PrivacyAccountant with delta in (0, 1), e.g. delta=1e-6."
                 )
             elif (math.isinf(total) and self._delta > 0
-                    and _needs_positive_delta([*self._all_events(), *events])
-                    and _delta_left(self._delta, self._all_events(), events) <= 0.0):
-                used = _sum_rounded(_approx_deltas(self._all_events(), events), math.inf)
+                    and _needs_positive_delta([*ledger, *events])
+                    and _delta_left(self._delta, ledger, events) <= 0.0):
+                used = _sum_rounded(_approx_deltas(ledger, events), math.inf)
                 hint = (
                     f" The approximate-DP events (ApproxDPEvent) of the ledger and of this "
                     f"request use delta={used:.3g} together, and the budget's is "

@@ -275,13 +275,10 @@ def gdp_mu(epsilon, delta):
         target = epsilon / (1.0 + 2e-9)
         mu = math.sqrt(2.0) * math.sqrt(target + z * z / 2.0) - z
     else:
-        mu = _profile_mu(epsilon, delta)
-        # A valid floor whatever epsilon: delta(0; m) = P(|N(0, 1)| <= m / 2)
-        # <= m phi(0), so m = delta sqrt(2 pi) is (0, delta)-DP (the factor
-        # covers the product's rounding).  Where epsilon is far below delta's
-        # quantile (epsilon 1e-20 at delta 1e-16) the profile's cancellation
-        # made the root up to 2e5 times too small: noise too large, not unsafe.
-        mu = max(mu, delta * _SQRT_2PI * (1.0 - 1e-14))
+        # Where epsilon is far below delta's quantile (epsilon 1e-20 at delta
+        # 1e-16) the profile's cancellation made the root up to 2e5 times too
+        # small (noise too large, not unsafe): never below the valid floor.
+        mu = max(_profile_mu(epsilon, delta), _zero_epsilon_mu(delta))
     if mu >= _TAIL_MU:
         # gdp_epsilon takes the (looser) tail bound there: stay within it,
         # so that gdp_epsilon(gdp_mu(eps, delta), delta) <= eps still holds.
@@ -358,8 +355,8 @@ def gdp_epsilon(mu, delta):
         return 0.0
     if mu == _INF or delta == 0.0:
         return _INF
-    if mu <= delta * _SQRT_2PI * (1.0 - 1e-14):
-        return 0.0  # delta(0; mu) <= mu phi(0) <= delta: gdp_mu's floor, in closed form
+    if mu <= _zero_epsilon_mu(delta):
+        return 0.0  # gdp_mu's floor, in closed form
     log_target = math.log(delta)
     if _gdp_log_delta(0.0, mu, margin=1.0) <= log_target:
         return 0.0
@@ -387,6 +384,14 @@ def gdp_epsilon(mu, delta):
 #: its mu within it), well below where the profile's cancellation starts.
 _TAIL_MU = 1e8
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
+
+
+def _zero_epsilon_mu(delta):
+    """A mu whose Gaussian mechanism is (0, delta)-DP, hence (epsilon, delta)-DP
+    for every epsilon: delta(0; m) = P(|N(0, 1)| <= m / 2) <= m phi(0), so
+    m = delta sqrt(2 pi) (the factor covers the product's rounding)."""
+    return delta * _SQRT_2PI * (1.0 - 1e-14)
+
 
 #: From this epsilon on (mu about 1.4e150), gdp_mu inverts the tail bound in
 #: closed form: the search for a bracket overflowed from about 4e307.
