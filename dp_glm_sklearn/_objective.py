@@ -434,11 +434,16 @@ class GLMObjective:
         Xb, sb = self._block(rows)
         Z = self._scores(Xb, sb, theta)
         y = self.y[rows]
-        value = float(p.loss.value(Z, y).sum()) if with_value else 0.0
-        # An optional hook of the loss (the interface is duck-typed): the
-        # same numbers as derivative, overwriting the scores.
-        inplace = getattr(p.loss, "_derivative_inplace", p.loss.derivative)
-        D = inplace(Z, y)
+        # Optional hooks of the loss (the interface is duck-typed): the same
+        # numbers as value and derivative, overwriting the scores.
+        fused = getattr(p.loss, "_value_and_derivative_inplace", None)
+        if with_value and fused is not None:
+            values, D = fused(Z, y)
+            value = float(values.sum())
+        else:
+            value = float(p.loss.value(Z, y).sum()) if with_value else 0.0
+            inplace = getattr(p.loss, "_derivative_inplace", p.loss.derivative)
+            D = inplace(Z, y)
         if clip:
             self._clip(D, rows)
         if p.fit_intercept:

@@ -28,6 +28,26 @@ def test_in_place_derivative_gives_the_same_bits(loss):
     np.testing.assert_array_equal(loss._derivative_inplace(z.copy(), y), loss.derivative(z, y))
 
 
+def test_multinomial_fused_value_and_derivative():
+    # The solver's fused pass takes value and derivative from one exponential:
+    # the same bits as value() and derivative(), and value() is log-sum-exp
+    # minus the label's score, also where exp(z) overflows or underflows.
+    from scipy.special import logsumexp
+
+    loss = MultinomialLoss(5)
+    rng = np.random.default_rng(3)
+    z = rng.normal(scale=20.0, size=(300, 5))
+    z[:3] *= 1e3  # exp(2e4) overflows: the shift by the row maximum is needed
+    y = _labels(loss, rng, 300, 2.0)
+    reference = logsumexp(z, axis=1) - z[np.arange(300), y.astype(int)]
+    np.testing.assert_allclose(loss.value(z, y), reference, rtol=1e-13, atol=1e-13)
+    z_before = z.copy()
+    value, D = loss._value_and_derivative_inplace(z.copy(), y)
+    np.testing.assert_array_equal(z, z_before)  # value() did not overwrite its input
+    np.testing.assert_array_equal(value, loss.value(z, y))
+    np.testing.assert_array_equal(D, loss.derivative(z, y))
+
+
 @pytest.mark.parametrize("loss", LOSSES, ids=repr)
 def test_derivative_matches_finite_differences(loss):
     rng = np.random.default_rng(0)

@@ -28,32 +28,108 @@ LBFGS_PAIRS = 30
 def solve_constrained_erm(objective, radius, l2=0.0, tol=1e-10, max_iter=20000):
     """Minimize ``risk(theta) + l2/2 ||theta||^2`` over ``||theta|| <= radius``.
 
-    First tries L-BFGS without the constraint (exact when the constraint is
-    inactive); otherwise runs accelerated projected gradient (FISTA with
-    adaptive restart) until the gradient mapping norm is below ``tol``.
-    Returns ``(theta, n_iter)``.
+    The minimizer is the unconstrained minimizer ``theta(m)`` of
+    ``risk + m/2 ||theta||^2`` for the multiplier ``m = l2`` when it lies in
+    the ball, else for the ``m > l2`` with ``||theta(m)|| = radius`` (KKT);
+    ``||theta(m)||`` decreases in m and is at most ``||grad risk(0)|| / m``.
+    :func:`_multiplier_path` follows m down from that bound with warm-started
+    L-BFGS; accelerated projected gradient (FISTA with adaptive restart)
+    finishes when its point does not yet have a gradient mapping norm below
+    ``tol``.  Returns ``(theta, n_iter)``, n_iter counting every step.
     """
-    shape = objective.problem.theta_shape
+    theta, n_iter = _multiplier_path(objective, radius, l2, tol, max_iter)
+    if gradient_mapping_norm(objective, theta, radius, l2) <= tol:
+        return theta, n_iter
+    return _fista(objective, project_ball(theta, radius), radius, l2, tol,
+                  max(max_iter - n_iter, 1), n_iter)
+
+
+def _lbfgs(objective, m, theta0, tol, max_iter):
+    """Unconstrained L-BFGS on ``risk + m/2 ||theta||^2`` from ``theta0``."""
+    shape = theta0.shape
 
     def fun(flat):
         theta = flat.reshape(shape)
         value, grad = objective.value_and_gradient(theta)
-        value = value + 0.5 * l2 * float(np.sum(theta**2))
-        grad = grad + l2 * theta
+        value = value + 0.5 * m * float(np.sum(theta**2))
+        grad = grad + m * theta
         return value, grad.ravel()
 
     res = minimize(
-        fun, np.zeros(np.prod(shape)), jac=True, method="L-BFGS-B",
-        options={"maxiter": max_iter, "gtol": tol, "ftol": 0.0, "maxcor": LBFGS_PAIRS},
+        fun, theta0.ravel(), jac=True, method="L-BFGS-B",
+        options={"maxiter": max(max_iter, 1), "gtol": tol, "ftol": 0.0,
+                 "maxcor": LBFGS_PAIRS},
     )
-    theta = res.x.reshape(shape)
-    n_iter = int(res.nit)
-    inside = np.linalg.norm(theta) <= radius
-    if inside and gradient_mapping_norm(objective, theta, radius, l2) <= tol:
-        return theta, n_iter
-    return _fista(objective, project_ball(theta, radius), radius, l2, tol, max_iter, n_iter)
+    return res.x.reshape(shape), int(res.nit)
 
 
+def _multiplier_path(objective, radius, l2, tol, max_iter):
+    """A point near the constrained minimizer (see :func:`solve_constrained_erm`).
+
+    Starts at ``m = ||grad risk(0)|| / radius`` (inside the ball) and divides
+    m by 10, down to l2, until ``theta(m)`` leaves the ball or is the
+    minimizer; a bracket then closes by a safeguarded secant on
+    ``1/||theta(m)||`` (nearly linear in m).  Starting near the sphere avoids
+    the unconstrained problem, which has no minimizer on separable data.
+    Returns ``(theta, n_iter)``; the caller certifies theta.
+    """
+    shape = objective.problem.theta_shape
+    zero = np.zeros(shape)
+    top = float(np.linalg.norm(objective.gradient(zero, clip=False))) / radius
+    if not np.isfinite(top):
+        return zero, 0
+    m = max(top, l2)
+    theta, n_iter = _lbfgs(objective, m, zero, tol, max_iter)
+    while m > l2 and n_iter < max_iter:
+        if gradient_mapping_norm(objective, theta, radius, l2) <= tol:
+            return theta, n_iter
+        low = max(m / 10.0, l2)
+        if not low > 0.0:  # l2 = 0 and m underflowed: FISTA finishes
+            return theta, n_iter
+        cand, used = _lbfgs(objective, low, theta, tol, max_iter - n_iter)
+        n_iter += used
+        if not np.linalg.norm(cand) <= radius:
+            return _secant(objective, radius, l2, tol, max_iter, n_iter,
+                           (low, cand), (m, theta))
+        m, theta = low, cand
+    return theta, n_iter
+
+
+#: The secant stops within this relative distance of the sphere, or after
+#: this many steps; FISTA then finishes from the projected point.
+_SPHERE_RTOL = 1e-10
+_SECANT_STEPS = 30
+
+
+def _secant(objective, radius, l2, tol, max_iter, n_iter, outside, inside):
+    """Close the bracket ``(m, theta(m))`` outside / inside the ball."""
+    (lo, theta_lo), (hi, theta_hi) = outside, inside
+
+    def gap(theta):  # < 0 outside the ball, >= 0 inside
+        return 1.0 / np.linalg.norm(theta) - 1.0 / radius
+
+    h_lo, h_hi = gap(theta_lo), gap(theta_hi)
+    best = theta_lo
+    for _ in range(_SECANT_STEPS):
+        if n_iter >= max_iter:
+            break
+        m = lo + (hi - lo) * (-h_lo) / (h_hi - h_lo)
+        if not lo < m < hi:
+            m = 0.5 * (lo + hi)
+        start = theta_lo if -h_lo < h_hi else theta_hi
+        best, used = _lbfgs(objective, m, start, tol, max_iter - n_iter)
+        n_iter += used
+        h = gap(best)
+        point = project_ball(best, radius)
+        if gradient_mapping_norm(objective, point, radius, l2) <= tol:
+            return point, n_iter
+        if used == 0 or not abs(h) * radius > _SPHERE_RTOL:
+            break  # on the sphere to L-BFGS's accuracy: FISTA finishes
+        if h < 0:
+            lo, h_lo, theta_lo = m, h, best
+        else:
+            hi, h_hi, theta_hi = m, h, best
+    return project_ball(best, radius), n_iter
 def _fista(objective, theta, radius, l2, tol, max_iter, n_iter):
     L = objective.problem.smoothness + l2
     y, t = theta.copy(), 1.0
