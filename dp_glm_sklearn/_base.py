@@ -30,7 +30,7 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from ._objective import _MAX_BOUND, GLMObjective, PublicBoundsError, PublicProblem
-from ._randomness import _IndependentNoiseOnCloneMixin, _rng
+from ._randomness import _IndependentNoiseOnCloneMixin, _release_rng
 from ._sklearn_compat import (
     Interval,
     InvalidParameterError,
@@ -284,7 +284,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
                 warn_user(message, UserWarning)
             # Before the charge: a random_state numpy refuses (under
             # skip_parameter_validation) then fails with nothing spent.
-            rng = _rng(self.random_state)
+            rng = _release_rng(self.random_state, accountant)
             calibration = draw_public(method, problem, calibration, rng, sparse=sparse)
             accountant._record(calibration.events,
                                source=f"{type(self).__name__}(method={method!r})")
@@ -325,6 +325,14 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             raise InvalidParameterError(
                 f"The 'max_iter' parameter of {type(self).__name__} must be an int in the "
                 f"range [1, {MAX_ITER}] or None. Got {self.max_iter!r} instead.")
+        if self.projection_dim is not None and not (
+                isinstance(self.projection_dim, Integral)
+                and not isinstance(self.projection_dim, bool) and self.projection_dim >= 1):
+            # (Also under skip_parameter_validation: -5 raised "math domain
+            # error" from method="auto", NaN "cannot convert float NaN".)
+            raise InvalidParameterError(
+                f"The 'projection_dim' parameter of {type(self).__name__} must be an int in "
+                f"the range [1, inf) or None. Got {self.projection_dim!r} instead.")
         try:
             problem = PublicProblem(
                 loss=loss,

@@ -10,6 +10,7 @@ import functools
 import os
 import threading
 import weakref
+from numbers import Integral
 
 import numpy as np
 
@@ -22,6 +23,36 @@ def _rng(random_state):
         # 128 bits drawn from it: a 31-bit seed would leave 2**31 noise draws to try.
         return np.random.default_rng(random_state.randint(2**32, size=4, dtype=np.uint64))
     return np.random.default_rng(random_state)
+
+
+#: Tags the streams of a seed used again in one ledger (``_release_rng``):
+#: no ``SeedSequence.spawn`` child of the seed has this spawn key.
+_STREAM_TAG = 0x64706C6D
+
+
+def _release_rng(random_state, accountant):
+    """The generator a release charged to ``accountant`` draws its noise from.
+
+    An integer seed makes a fit reproducible, but two releases drawing from
+    one seed share their noise, and the differences of such releases cancel
+    it (two output perturbations of one model at two epsilons give the
+    noiseless minimizer back exactly), while an accountant composes them as
+    independent.  So the k-th release (k >= 1) charged to one accountant
+    with the same integer seed draws from ``SeedSequence(seed,
+    spawn_key=(_STREAM_TAG, k))``: a sequence of fits is reproducible from
+    a fresh accountant, and no two releases of one ledger share a stream.
+    The first use of a seed in a ledger draws from the seed itself.  The
+    process's built-in default accountant (``accountant=None`` outside any
+    ``default_accountant`` block) keeps scikit-learn's meaning, the seed's
+    own stream every time: refitting gives the same model, and fits sharing
+    a seed there are not independent releases (docs/randomness.md).
+    """
+    if isinstance(random_state, Integral) and not isinstance(random_state, bool):
+        stream = accountant._seed_stream(int(random_state))
+        if stream:
+            return np.random.default_rng(
+                np.random.SeedSequence(int(random_state), spawn_key=(_STREAM_TAG, stream)))
+    return _rng(random_state)
 
 
 def _independent_child(random_state, *, os_entropy=False):
@@ -125,7 +156,8 @@ class _IndependentNoiseOnCloneMixin:
     Here each clone gets its own generator instead, seeded with 128 bits
     drawn from the original's (which advances it): a seeded generator still
     makes a sequence of clones reproducible.  An integer seed is kept as
-    given (it is for reproducibility, not for releases: docs/randomness.md).
+    given; :func:`_release_rng` gives each release charged to one accountant
+    its own stream of it (docs/randomness.md).
 
     A generator that arrived by unpickling (or ``copy.deepcopy``) is a copy
     of one that other copies share, in the same state: a joblib worker

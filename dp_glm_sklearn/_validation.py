@@ -400,6 +400,14 @@ def _unquoted(exc, name):
     if message.startswith("setting an array element with a sequence"):
         return ValueError(f"{name}: X and y must be arrays of numbers; an entry is itself "
                           "a sequence (rows of different lengths, or cells holding lists).")
+    head, marker, _ = message.partition("contains NaN.")
+    if marker and head.startswith("Input") and "does not accept missing values" in message:
+        # scikit-learn's advice (a non-DP estimator, an imputer in the
+        # pipeline) would fit something on the private data without noise.
+        return ValueError(
+            f"{name}: {head}{marker} Drop those rows, or fill them with values chosen "
+            "without looking at this data: an imputer fitted on it (SimpleImputer's mean, "
+            "say) computes its fill values from the private data without noise.")
     if message == "boolean value of NA is ambiguous":  # pandas' pd.NA, met by the NaN check
         return ValueError(f"{name}: Input contains NaN (pandas' missing value pd.NA); "
                           "drop or impute those rows first.")

@@ -157,6 +157,50 @@ def test_random_state_reproducible_and_seeds_differ():
     assert not np.allclose(a, c)
 
 
+def test_an_integer_seed_never_gives_two_releases_of_one_ledger_the_same_noise():
+    # Two output perturbations with random_state=0 at two epsilons shared their
+    # noise: (s2 w1 - s1 w2) / (s2 - s1), from the public sigmas, was the
+    # noiseless minimizer exactly, while the accountant composed them as
+    # independent (the expert review); cross_val_score with an integer seed
+    # fitted every fold with the same noise.
+    from sklearn.model_selection import KFold, cross_validate
+
+    X, y = _regression(n=200, d=3)
+    kw = dict(y_bound=10, method="output_perturbation", l2_regularization=0.05)
+
+    acc = PrivacyAccountant(epsilon=10.0, delta=1e-5)
+    first = DPLinearRegression(epsilon=1.0, random_state=0, accountant=acc, **kw).fit(X, y)
+    second = DPLinearRegression(epsilon=1.0, random_state=0, accountant=acc, **kw).fit(X, y)
+    # False failure: independent Gaussian noise, sd ~0.1 a coordinate; all 3
+    # would have to agree to allclose's 1e-5 relative, P < 1e-12.
+    assert not np.allclose(first.coef_, second.coef_)
+    # The first use of a seed in a ledger is the seed's own stream; a sequence
+    # of fits is reproducible from a fresh accountant.
+    alone = DPLinearRegression(epsilon=1.0, random_state=0, accountant=PrivacyAccountant(
+        epsilon=10.0, delta=1e-5), **kw).fit(X, y)
+    np.testing.assert_array_equal(first.coef_, alone.coef_)
+    again = PrivacyAccountant(epsilon=10.0, delta=1e-5)
+    replay = [DPLinearRegression(epsilon=1.0, random_state=0, accountant=again, **kw).fit(X, y)
+              for _ in range(2)]
+    np.testing.assert_array_equal(replay[1].coef_, second.coef_)
+    # cross_validate with an integer seed: every fold its own noise (same data
+    # in both folds, so equal models would mean equal noise; P < 1e-12).
+    X2, y2 = np.vstack([X, X]), np.concatenate([y, y])
+    est = DPLinearRegression(random_state=0, accountant=acc, **kw)
+    models = cross_validate(est, X2, y2, cv=KFold(2), return_estimator=True)["estimator"]
+    assert not np.allclose(models[0].coef_, models[1].coef_)
+    # So do searches seeded with an integer, fitted twice on one ledger.
+    search = DPGridSearchCV(DPLinearRegression(y_bound=10), {"norm_bound": [1.0, 2.0]},
+                            epsilon=1.0, random_state=0, accountant=acc)
+    a, b = (clone(search).fit(X, y).best_estimator_.coef_ for _ in range(2))
+    assert not np.allclose(a, b)
+    # Without an accountant of the user's (the process's built-in default),
+    # a seed keeps scikit-learn's meaning: one seed, one model.
+    plain = [DPLinearRegression(epsilon=1.0, random_state=0, **kw).fit(X, y) for _ in range(2)]
+    np.testing.assert_array_equal(plain[0].coef_, plain[1].coef_)
+    np.testing.assert_array_equal(plain[0].coef_, first.coef_)
+
+
 @pytest.mark.parametrize("make", [np.random.default_rng, np.random.RandomState],
                          ids=["Generator", "RandomState"])
 def test_clones_seeded_with_a_generator_draw_independent_noise(make):
@@ -961,11 +1005,13 @@ def test_float32_data_give_a_float32_model(Est, classes):
     if classes is not None:
         y = np.digitize(y, np.quantile(y, np.linspace(0, 1, len(classes) + 1)[1:-1]))
     X32 = X.astype(np.float32)
-    kwargs = dict(random_state=0, accountant=PrivacyAccountant(), norm_bound=2.0)
+    kwargs = dict(random_state=0, norm_bound=2.0)
     if classes is not None:
         kwargs["classes"] = classes
-    single = Est(**kwargs).fit(X32, y)
-    double = Est(**kwargs).fit(X32.astype(np.float64), y)
+    # (Each on a ledger of its own: a second fit with seed 0 on one ledger
+    # draws another stream of it.)
+    single = Est(**kwargs, accountant=PrivacyAccountant()).fit(X32, y)
+    double = Est(**kwargs, accountant=PrivacyAccountant()).fit(X32.astype(np.float64), y)
     assert single.coef_.dtype == np.float32 and np.asarray(single.intercept_).dtype == np.float32
     np.testing.assert_array_equal(single.coef_, double.coef_.astype(np.float32))
     np.testing.assert_array_equal(single.intercept_, np.float32(double.intercept_))
@@ -1064,6 +1110,10 @@ _Y_BOUND = r"'y_bound' parameter .* (positive|range \(0.0, inf\))"
     (dict(max_iter=2.5), "'max_iter' parameter .* an int"),
     (dict(max_iter=True), "'max_iter' parameter .* an int"),
     (dict(norm_bound="x"), "'norm_bound' parameter .*'auto'"),
+    # "math domain error" and "cannot convert float NaN to integer" (expert review).
+    (dict(projection_dim=-5), "'projection_dim' parameter .* an int"),
+    (dict(projection_dim=float("nan")), "'projection_dim' parameter .* an int"),
+    (dict(projection_dim=2.5, method="jl"), "'projection_dim' parameter .* an int"),
 ])
 def test_extreme_parameters_are_refused_before_the_charge(params, match, skip_validation,
                                                           monkeypatch):
@@ -1458,8 +1508,8 @@ def test_dates_in_any_sequence_are_refused_before_a_searchs_charge(monkeypatch):
     # A 2-D memoryview cannot be listed ("multi-dimensional sub-views are not
     # implemented"); numpy reads it through the buffer protocol, as before.
     rows = memoryview(np.ascontiguousarray(np.c_[np.ones(n), y]))
-    np.testing.assert_array_equal(
-        DPLinearRegression(accountant=acc, random_state=0).fit(rows, y).coef_, reference)
+    np.testing.assert_array_equal(DPLinearRegression(
+        accountant=PrivacyAccountant(), random_state=0).fit(rows, y).coef_, reference)
 
     class Unreadable:  # (listing it raised its KeyError from the pre-check)
         def __len__(self):
@@ -1495,12 +1545,14 @@ def test_dates_in_any_sequence_are_refused_before_a_searchs_charge(monkeypatch):
             read_as_rows = False
     if read_as_rows:
         np.testing.assert_array_equal(
-            DPLinearRegression(accountant=acc, random_state=0).fit(rows, y).coef_, reference)
+            DPLinearRegression(accountant=PrivacyAccountant(), random_state=0).fit(rows, y).coef_,
+            reference)
     # Rows that are sequences, and lists exposing numbers, fit as those numbers.
     for rows in ([_Row(row) for row in np.c_[np.ones(n), y]],
                  [_ListExposingArray([0.0, 0.0], row) for row in np.c_[np.ones(n), y]]):
         np.testing.assert_array_equal(
-            DPLinearRegression(accountant=acc, random_state=0).fit(rows, y).coef_, reference)
+            DPLinearRegression(accountant=PrivacyAccountant(), random_state=0).fit(rows, y).coef_,
+            reference)
 
 
 @pytest.mark.parametrize("library", ["polars", "pyarrow"])
@@ -1573,8 +1625,12 @@ def test_missing_labels_and_ragged_rows_get_clear_errors():
             DPLogisticRegression(accountant=acc).fit(X, y)
     # (A nullable numeric column is left to scikit-learn, which converts pd.NA.)
     frame = pd.DataFrame({"a": X[:, 0], "b": pd.array([1, None] * 25, dtype="Int64")})
-    with pytest.raises(ValueError, match=r"Input X contains NaN"):
+    with pytest.raises(ValueError, match=r"Input X contains NaN") as info:
         DPLinearRegression(accountant=acc).fit(frame, np.zeros(50))
+    # Not scikit-learn's advice to fit an imputer in the pipeline, which would
+    # compute its fill values from the private data without noise (docs review).
+    assert "imputer transformer in a pipeline" not in str(info.value)
+    assert "without looking at this data" in str(info.value)
     strings = pd.DataFrame({"a": X[:, 0], "b": pd.Series(["1", None] * 25, dtype=object)})
     strings.columns = [True, False]  # (labels that would select rows)
     with pytest.raises(ValueError, match=r"Input X contains NaN or another missing value"):

@@ -117,7 +117,10 @@ _PARAMS_BODY = """norm_bound : float > 0 or "auto", default={norm_bound}
 
 _PARAMS_TAIL = """random_state : int, RandomState instance, Generator or None, default=None
         Seeds the noise (a :class:`numpy.random.Generator`). ``None`` draws
-        the seed from the operating system, as a deployment should.
+        the seed from the operating system, as a deployment should. An
+        integer used again by a fit charged to the same accountant of yours
+        draws another stream of it, so that no two releases share their
+        noise (docs/randomness.md).
 
     accountant : PrivacyAccountant, default=None
         Accountant charged by every ``fit``, of this estimator and of every

@@ -41,7 +41,7 @@ from numbers import Integral
 import numpy as np
 
 from .._base import target_privacy
-from .._randomness import _clones_draw_nothing, _rng
+from .._randomness import _clones_draw_nothing, _release_rng
 from .._sklearn_compat import Interval, fit_context, validated_even_if_skipped
 from .._validation import _fit_n_samples
 from ..privacy.calibration import gdp_mu, gdp_parallel
@@ -131,7 +131,9 @@ class DPConfidenceBoosting(_BaseDPSearch):
 
     random_state : int, RandomState instance, Generator or None, default=None
         Seeds the split, the models' noise and the selection. ``None``
-        draws from the operating system.
+        draws from the operating system. An integer used again by a fit
+        charged to the same accountant of yours draws another stream of it
+        (docs/randomness.md).
 
     accountant : PrivacyAccountant, default=None
         Accountant charged once per ``fit``, before any data is read.
@@ -289,7 +291,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
         plan = self._plan(n_samples)
         self._warn_large_delta(plan["delta"], n_samples)
         accountant = self._check_budget(slot, plan["events"], plan["delta"])
-        rng = _rng(self.random_state)
+        rng = _release_rng(self.random_state, accountant)
         chunks = np.array_split(rng.permutation(n_samples), m + 1)  # before the charge
         X, y, fixed, taken = self._charge(
             accountant, slot, plan["events"], f"{type(self).__name__}(n_models={m})", X, y,

@@ -19,7 +19,7 @@ from sklearn.model_selection import ParameterGrid
 
 from .._base import target_privacy
 from .._doc import format_doc
-from .._randomness import _clones_draw_nothing, _rng
+from .._randomness import _clones_draw_nothing, _release_rng
 from .._sklearn_compat import Interval, StrOptions, fit_context, validated_even_if_skipped
 from .._validation import _fit_n_samples
 from .._warn import warn_user
@@ -436,7 +436,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         # parameter's range fails before anything is spent.  (An error here
         # says nothing of the data; K is only kept out of what a fit shows.)
         accountant = self._check_budget(slot, plan["events"], plan["delta"])
-        rng = _rng(self.random_state)
+        rng = _release_rng(self.random_state, accountant)
         if rng is self.random_state:
             # A user's Generator: draw a fixed number of values from it, not a
             # number that grows with the secret K.

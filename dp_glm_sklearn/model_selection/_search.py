@@ -86,7 +86,7 @@ from sklearn.utils.validation import (
 
 from .._base import target_privacy, warn_large_delta
 from .._doc import format_doc
-from .._randomness import _clones_draw_nothing, _IndependentNoiseOnCloneMixin, _rng
+from .._randomness import _clones_draw_nothing, _IndependentNoiseOnCloneMixin, _release_rng
 from .._sklearn_compat import (
     HasMethods,
     Interval,
@@ -380,7 +380,9 @@ _PARAMS_RUN = """n_jobs : int, default=None
 
     random_state : int, RandomState instance, Generator or None, default=None
         Seeds the split, the candidates' noise and the selection. ``None``
-        draws from the operating system.
+        draws from the operating system. An integer used again by a fit
+        charged to the same accountant of yours draws another stream of it
+        (docs/randomness.md).
 
     accountant : PrivacyAccountant, default=None
         Accountant charged once per ``fit``, before any data is read.
@@ -1239,7 +1241,7 @@ class DPGridSearchCV(_BaseDPSearch):
         self._warn_large_delta(plan["delta"], n_samples)
         source = self._ledger_source or f"{type(self).__name__}(K={len(candidates)})"
         accountant = self._check_budget(slot, plan["events"], plan["delta"])
-        rng = _rng(self.random_state)
+        rng = _release_rng(self.random_state, accountant)
         train, val = self._split(n_samples, rng)  # data-independent: drawn before the charge
         X, y, fixed, [(X_tr, y_tr), (X_val, y_val)] = self._charge(
             accountant, slot, plan["events"], source, X, y, candidates, parts=[(train, val)],

@@ -153,6 +153,7 @@ def _restore_accountant(uid, home, state):
         accountant._delta = state["delta"]
         accountant._records = list(state["records"])
         accountant._summary = _RunningSummary().add(accountant._all_events())
+        accountant._seed_uses = {}
         accountant._lock = threading.Lock()
         _LIVE.add(accountant)
         accountant._uid = uid
@@ -259,6 +260,7 @@ class PrivacyAccountant:
                              "release costs epsilon 0, and the budget would refuse nothing.")
         self._records = []
         self._summary = _RunningSummary()  # of the whole ledger, kept up to date
+        self._seed_uses = {}  # integer seed -> releases that drew from it (_seed_stream)
         self._lock = threading.Lock()
         _LIVE.add(self)
         self._uid = uuid.uuid4().hex
@@ -468,6 +470,22 @@ class PrivacyAccountant:
         with self._lock:
             self._record_locked(events, source)
             return self._spent_epsilon(), self._delta
+
+    def _seed_stream(self, seed):
+        """Which stream of the integer ``seed`` a release charged here draws from.
+
+        0 for the first release of this ledger to use ``seed``, 1 for the
+        second, and so on (see ``_randomness._release_rng``); always 0 for
+        the process's built-in default, which keeps scikit-learn's meaning
+        of a seed (one seed, one model).  Counted when asked, under the
+        lock: two fits running at once never get the same stream.
+        """
+        if self is _builtin_default:
+            return 0
+        with self._lock:
+            uses = self._seed_uses.get(seed, 0)
+            self._seed_uses[seed] = uses + 1
+        return uses
 
     def _record(self, events, source=None):
         """:meth:`spend` without computing the total it returns (the library's charges)."""
