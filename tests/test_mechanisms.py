@@ -637,7 +637,8 @@ def test_jl_without_noise_solves_the_projected_problem(kind):
     assert projected.value(w_k) - projected.value(best) <= 1e-3
 
 
-@pytest.mark.parametrize("loss", [SquaredLoss(), LogisticLoss(), MultinomialLoss(6)], ids=repr)
+@pytest.mark.parametrize("loss", [SquaredLoss(), LogisticLoss(), MultinomialLoss(4),
+                                  MultinomialLoss(6)], ids=repr)
 @pytest.mark.parametrize("radius", [0.5, 100.0], ids=["active", "inactive"])
 @pytest.mark.parametrize("l2", [0.0, 0.05])
 @pytest.mark.parametrize("separable", [False, True])
