@@ -127,7 +127,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
     _parameter_constraints: dict = {
         "epsilon": [Interval(Real, 0, np.inf, closed="right")],
         "delta": [Interval(Real, 0, 1, closed="neither"), None],
-        "feature_norm": [Interval(Real, 0, np.inf, closed="neither")],
+        "feature_norm": [Interval(Real, 0, np.inf, closed="neither"), None],
         "norm_bound": [Interval(Real, 0, np.inf, closed="neither"), StrOptions({"auto"})],
         "fit_intercept": ["boolean"],
         # At most a million steps: beyond, a fit charged at once would run
@@ -207,7 +207,22 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         if self.l2_regularization is not None and method != "output_perturbation":
             unused.append("l2_regularization is used by method='output_perturbation' only, "
                           f"not {method!r}")
-        return [f"{type(self).__name__}: {message}." for message in unused]
+        return [f"{type(self).__name__}: {message}." for message in unused] + \
+            self._bound_warnings()
+
+    def _feature_norm(self):
+        """The public bound on the rows' norm: ``feature_norm`` (1.0 when not given)."""
+        return 1.0 if self.feature_norm is None else float(self.feature_norm)
+
+    def _bound_warnings(self):
+        """Warnings that a public bound was not stated: parameters only."""
+        if self.feature_norm is not None:
+            return []
+        return [f"{type(self).__name__}: feature_norm was not given, so every row of X is "
+                "clipped to norm 1 (and predicted unclipped). State the public bound on the "
+                "rows' Euclidean norm after public preprocessing, e.g. features scaled by "
+                "ranges from the data's documentation (never from the data itself); rows "
+                "beyond it are clipped. feature_norm=1.0 keeps 1 without this warning."]
 
     @fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, **fit_params):
@@ -338,7 +353,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
                 loss=loss,
                 n_samples=n_samples,
                 n_features=n_features,
-                feature_norm=float(self.feature_norm),
+                feature_norm=self._feature_norm(),
                 intercept_feature=self._intercept_feature(n_features),
                 y_bound=y_bound,
                 norm_bound=float(self.norm_bound),
@@ -400,7 +415,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         """
         if not self.fit_intercept:
             return 0.0
-        return 0.5 * float(self.feature_norm)
+        return 0.5 * self._feature_norm()
 
     def _set_coef(self, theta, problem, y_offset, dtype=np.float64):
         """``coef_`` and ``intercept_`` from theta, in X's dtype (float32 X: float32 model,

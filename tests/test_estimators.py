@@ -1665,8 +1665,52 @@ def test_a_delta_not_below_one_over_n_warns_once():
     assert len([w for w in record if "not below 1/n" in str(w.message)]) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        DPLinearRegression(y_bound=1.0, accountant=PrivacyAccountant()).fit(X, y)  # delta=None
-        DPLinearRegression(y_bound=1.0, delta=1.0 / 301, accountant=PrivacyAccountant()).fit(X, y)
+        kw = dict(y_bound=1.0, feature_norm=1.0, accountant=PrivacyAccountant())
+        DPLinearRegression(**kw).fit(X, y)  # delta=None
+        DPLinearRegression(delta=1.0 / 301, **kw).fit(X, y)
+
+
+@pytest.mark.parametrize("Est", [DPLinearRegression, DPHuberRegressor, DPLogisticRegression])
+def test_a_feature_norm_not_stated_warns_once_before_the_charge(Est):
+    # The default feature_norm=1.0 clipped every raw row (norms about 300) without
+    # a word: test R^2 -20075 for DPLinearRegression (expert review). None is 1.0,
+    # with a warning that depends on the parameters only, as y_bound's.
+    X, y = _regression(n=300, d=2)
+    extra = dict(classes=[0, 1]) if Est is DPLogisticRegression else dict(y_bound=1.0)
+    if Est is DPLogisticRegression:
+        y = (y > 0).astype(int)
+    message = f"{Est.__name__}: feature_norm was not given, so every row of X is clipped"
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        unstated = Est(random_state=0, **extra).fit(X, y)
+    assert len([w for w in caught if message in str(w.message)]) == 1
+    stated = Est(feature_norm=1.0, random_state=0, **extra).fit(X, y)
+    np.testing.assert_array_equal(unstated.coef_, stated.coef_)
+    acc = PrivacyAccountant()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        Est(feature_norm=2.0, accountant=PrivacyAccountant(), **extra).fit(X, y)
+        with pytest.raises(UserWarning, match="feature_norm was not given"):
+            Est(accountant=acc, **extra).fit(X, y)  # before the charge
+    assert acc.history == []
+    # Once for norm_bound="auto" and each search, whatever the number of fits; the
+    # random search too, from the settings it checks (never its draws).
+    for fit in (lambda: Est(norm_bound="auto", **extra).fit(X, y),
+                lambda: DPGridSearchCV(Est(**extra), {"norm_bound": [1.0, 2.0]},
+                                       refit=True).fit(X, y),
+                lambda: DPRandomizedSearchCV(Est(**extra), {"norm_bound": [1.0, 2.0]},
+                                             refit=True, random_state=0).fit(X, y),
+                lambda: DPConfidenceBoosting(Est(**extra), n_models=2).fit(X, y)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fit()
+        assert len([w for w in caught if "feature_norm was not given" in str(w.message)]) == 1
+    for grid, expected in (({"feature_norm": [None, 1.0]}, True),
+                           ({"feature_norm": [1.0, 2.0]}, False)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            DPRandomizedSearchCV(Est(**extra), grid, random_state=0).fit(X, y)
+        assert any("feature_norm was not given" in str(w.message) for w in caught) is expected
 
 
 @pytest.mark.parametrize("Est", [DPLinearRegression, DPHuberRegressor])
@@ -1685,11 +1729,11 @@ def test_a_label_range_not_stated_warns_once_before_the_charge(Est):
     np.testing.assert_array_equal(unstated.coef_, stated.coef_)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        Est(y_bound=(-1.0, 1.0), accountant=PrivacyAccountant()).fit(X, y)
+        Est(y_bound=(-1.0, 1.0), feature_norm=1.0, accountant=PrivacyAccountant()).fit(X, y)
         # Before the charge: as an error, it leaves the ledger empty.
         acc = PrivacyAccountant()
         with pytest.raises(UserWarning, match="y_bound was not given"):
-            Est(accountant=acc).fit(X, y)
+            Est(feature_norm=1.0, accountant=acc).fit(X, y)
         assert acc.history == []
     # Once for norm_bound="auto" and for a search, whatever the number of fits.
     # (The random search shows this one: it depends on the template alone, and holds

@@ -2298,6 +2298,33 @@ def test_encoders_with_declared_categories_learn_nothing(clf_data):
         assert len(shown) == learns, name
 
 
+def test_a_constant_imputer_that_keeps_empty_columns_learns_nothing(clf_data):
+    # SimpleImputer(strategy="constant") was flagged as fitted on the private data
+    # (expert review); it learns nothing when it keeps the columns that are all
+    # missing (scikit-learn 1.8 drops them by default) and adds no indicator.
+    from sklearn.impute import SimpleImputer
+
+    X, y = clf_data
+    X = X.copy()
+    X[::7, 0] = np.nan
+    cases = {
+        "constant, kept": (SimpleImputer(strategy="constant", fill_value=0.0,
+                                         keep_empty_features=True), False),
+        "constant, empty dropped": (SimpleImputer(strategy="constant", fill_value=0.0), True),
+        "constant, indicator": (SimpleImputer(strategy="constant", fill_value=0.0,
+                                              keep_empty_features=True, add_indicator=True),
+                                True),
+        "mean": (SimpleImputer(keep_empty_features=True), True),
+    }
+    for name, (imputer, learns) in cases.items():
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            DPGridSearchCV(_pipe(imputer), {"dp__norm_bound": [1.0, 5.0]}, epsilon=1.0,
+                           delta=DELTA, random_state=0, accountant=PrivacyAccountant()).fit(X, y)
+        shown = [str(w.message) for w in caught if w.category is PrivacyLeakWarning]
+        assert len(shown) == learns, name
+
+
 def test_nested_pipelines_are_searched_and_other_meta_estimators_refused(reg_data):
     # A Pipeline in a Pipeline fits the DP estimator itself: it is searched
     # like a flat one (its preprocessing flagged, its rows validated before
@@ -3019,6 +3046,8 @@ def test_a_fit_refused_before_the_charge_leaves_no_classes_behind():
     # Under skip_parameter_validation: an unknown scoring failed after the
     # charge; the others failed before it, with an unrelated message.
     (dict(scoring="r2"), "'scoring' parameter .* must be a str among"),
+    # The message says what 'loss' is, and why AUC is not offered (expert review).
+    (dict(scoring="roc_auc"), "'loss': the model's own loss.*'roc_auc' .*class counts"),
     (dict(epsilon=0.0), "'epsilon' parameter"),
 ])
 def test_search_parameters_beyond_their_range_are_refused_before_any_charge(

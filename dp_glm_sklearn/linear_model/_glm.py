@@ -29,11 +29,11 @@ _PARAMS_HEAD = """epsilon : float in (0, 1e300] or inf, default=1.0
         and at most the delta of the accountant charged (where a fit at
         epsilon then costs exactly epsilon).
 
-    feature_norm : float > 0, default=1.0
+    feature_norm : float > 0 or None, default=None
         Public bound X on the Euclidean norm of a row of X. Rows with a
         larger norm are scaled down to it before training (clipping);
-        ``predict`` and the other methods use rows as given. The
-        default suits rows normalized to unit norm, e.g. by
+        ``predict`` and the other methods use rows as given. ``None`` (not
+        stated) is 1.0, with a warning: it suits rows normalized to unit norm, e.g. by
         :class:`sklearn.preprocessing.Normalizer`, a row-wise transform that
         is private in itself. Never estimate it from the data you protect: a
         bound read from the data leaks it."""
@@ -234,19 +234,16 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
     def _get_loss(self):
         raise NotImplementedError
 
-    def _plan_warnings(self, method, n_features):
-        warnings = super()._plan_warnings(method, n_features)
-        message = self._label_range_warning()
-        return warnings if message is None else [*warnings, message]
-
-    def _label_range_warning(self):
-        """The warning that ``y_bound`` was not stated, or None (parameters only)."""
+    def _bound_warnings(self):
+        """Warnings that a public bound was not stated: parameters only."""
+        warnings = super()._bound_warnings()
         if self.y_bound is not None:
-            return None
-        return (f"{type(self).__name__}: y_bound was not given, so the labels are clipped "
-                "to [-1, 1]. State the public range of the labels, e.g. y_bound=(low, high) "
-                "from the data's documentation (never from the data itself); labels outside "
-                "it are clipped. y_bound=1.0 keeps [-1, 1] without this warning.")
+            return warnings
+        return [*warnings, (
+            f"{type(self).__name__}: y_bound was not given, so the labels are clipped "
+            "to [-1, 1]. State the public range of the labels, e.g. y_bound=(low, high) "
+            "from the data's documentation (never from the data itself); labels outside "
+            "it are clipped. y_bound=1.0 keeps [-1, 1] without this warning.")]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -320,7 +317,10 @@ class DPLinearRegression(_DPRegressorBase):
     y_bound : float > 0, (low, high) or None, default=None
         Public range of the labels: a float Y means [-Y, Y]. Labels outside
         are clipped to it. Take it from domain knowledge, never from the data.
-        ``None`` (not stated) is [-1, 1], with a warning.
+        ``None`` (not stated) is [-1, 1], with a warning. Labels are centred
+        on the range's midpoint, so the intercept (which counts in the norm
+        ball) is the distance of the labels' mean from it: a range far wider
+        on one side than the labels need costs accuracy.
 
     {params_body}
 
@@ -362,7 +362,7 @@ class DPLinearRegression(_DPRegressorBase):
 
     _parameter_constraints: dict = {**_DPRegressorBase._parameter_constraints}
 
-    def __init__(self, *, epsilon=1.0, delta=None, feature_norm=1.0, y_bound=None,
+    def __init__(self, *, epsilon=1.0, delta=None, feature_norm=None, y_bound=None,
                  norm_bound=10.0, fit_intercept=True, max_iter=None, method="auto",
                  projection_dim=None, l2_regularization=None,
                  random_state=None, accountant=None):
@@ -406,6 +406,7 @@ class DPHuberRegressor(_DPRegressorBase):
     y_bound : float > 0, (low, high) or None, default=None
         Public range of the labels: a float Y means [-Y, Y]. Labels outside
         are clipped to it. ``None`` (not stated) is [-1, 1], with a warning.
+        Labels are centred on the range's midpoint (see DPLinearRegression).
 
     threshold : float > 0, default=None
         Residual size M where the loss turns from quadratic to linear, in the
@@ -460,7 +461,7 @@ class DPHuberRegressor(_DPRegressorBase):
         "threshold": [Interval(Real, 0, np.inf, closed="neither"), None],
     }
 
-    def __init__(self, *, epsilon=1.0, delta=None, feature_norm=1.0, y_bound=None,
+    def __init__(self, *, epsilon=1.0, delta=None, feature_norm=None, y_bound=None,
                  threshold=None, norm_bound=10.0, fit_intercept=True, max_iter=None,
                  method="auto", projection_dim=None, l2_regularization=None,
                  random_state=None, accountant=None):
@@ -561,7 +562,7 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
         "classes": ["array-like", None],
     }
 
-    def __init__(self, *, epsilon=1.0, delta=None, feature_norm=1.0, norm_bound=10.0,
+    def __init__(self, *, epsilon=1.0, delta=None, feature_norm=None, norm_bound=10.0,
                  fit_intercept=True, max_iter=None, method="auto",
                  projection_dim=None, l2_regularization=None, classes=None,
                  random_state=None, accountant=None):

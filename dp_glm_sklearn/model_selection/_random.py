@@ -331,22 +331,23 @@ class DPRandomizedSearchCV(_BaseDPSearch):
     def _show_candidate_warnings(self, caught):
         """Show none: which appear depends on the draws, hence on K, which is
         secret (see ``cv_results_``; the planned fits include the drawn
-        candidates).  :meth:`_warn_label_range` shows the one warning that
-        depends on the template alone."""
+        candidates).  :meth:`_warn_unstated_bounds` shows the warnings that
+        depend on the template alone."""
 
-    def _warn_label_range(self, slot):
-        """Warn that a label range was not stated when a setting that could be
-        drawn has none (``y_bound=None``).  The settings looked at are those
-        checked before the charge (:meth:`_possible_candidates`: every listed
-        value, a public draw of each distribution), a function of
-        ``param_distributions`` only, never the draws: K stays secret."""
+    def _warn_unstated_bounds(self, slot):
+        """Warn that a public bound (``feature_norm``, a regressor's ``y_bound``)
+        was not stated when a setting that could be drawn has none.  The
+        settings looked at are those checked before the charge
+        (:meth:`_possible_candidates`: every listed value, a public draw of
+        each distribution), a function of ``param_distributions`` only, never
+        the draws: K stays secret."""
+        messages = {}
         for setting in self._possible_candidates(None, slot):
             candidate = _with_params(self.estimator, setting)
-            label_range_warning = getattr(slot.owner(candidate), "_label_range_warning", None)
-            message = label_range_warning() if label_range_warning is not None else None
-            if message is not None:
-                warn_user(message, UserWarning)
-                return
+            bound_warnings = getattr(slot.owner(candidate), "_bound_warnings", None)
+            messages.update(dict.fromkeys(bound_warnings() if bound_warnings else []))
+        for message in messages:
+            warn_user(message, UserWarning)
 
     def _plan(self, n_samples):
         epsilon, delta = target_privacy(self, n_samples)
@@ -426,7 +427,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(dists, slot)
         _validate_distributions(self.estimator, dists, slot, self.accountant)
-        self._warn_label_range(slot)
+        self._warn_unstated_bounds(slot)
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         self._validation_size(n_samples)
         plan = self._plan(n_samples)

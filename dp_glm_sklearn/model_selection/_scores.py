@@ -45,7 +45,7 @@ def _regression_interval(owner, scoring):
 
 
 def _augmented_feature_norm(owner):
-    X = float(owner.feature_norm)
+    X = owner._feature_norm()
     c = owner._intercept_feature(owner.n_features_in_)
     return math.hypot(X, c)
 

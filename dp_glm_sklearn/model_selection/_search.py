@@ -178,6 +178,16 @@ _REFIT_SHARE = 0.5
 _VALIDATION_FRACTION = 0.5
 
 
+class _Scorings(StrOptions):
+    """The scorings a private search can select on, saying why there are no others."""
+
+    def __str__(self):
+        return (f"{super().__str__()} ('loss': the model's own loss, clipped, e.g. the log "
+                "loss of DPLogisticRegression; a score whose sensitivity has no public bound, "
+                "such as 'roc_auc' (it depends on the class counts) or 'r2', cannot be "
+                "selected on privately)")
+
+
 def _child_seeds(rng, count, random_state):
     """The ``random_state`` each candidate is fitted with.
 
@@ -434,7 +444,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         "estimator": [HasMethods(["fit", "predict"])],
         "epsilon": [Interval(Real, 0, np.inf, closed="right")],
         "delta": [Interval(Real, 0, 1, closed="neither"), None],
-        "scoring": [StrOptions(set(SCORINGS)), None],
+        "scoring": [_Scorings(set(SCORINGS)), None],
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "refit": ["boolean"],
         # joblib's meaning: -1 all cores, -2 all but one, ...; 0 has none.
@@ -706,7 +716,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             raise ValueError(
                 f"scoring='loss' clips each validation loss at its sup over the constraint "
                 f"ball, here {bound:.4g} for norm_bound={float(fit_probe.norm_bound)!r}, "
-                f"feature_norm={fit_probe.feature_norm!r}{y_bound} "
+                f"feature_norm={fit_probe._feature_norm()!r}{y_bound} "
                 f"({type(fit_probe).__name__}); the mean of the n_val={n_val} validation "
                 "losses would overflow. Lower norm_bound or feature_norm, or use another "
                 "scoring. Nothing was charged.")

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.compose import ColumnTransformer, make_column_selector
+from sklearn.impute import SimpleImputer
 from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
 from sklearn.utils import get_tags
@@ -102,7 +103,9 @@ def _learns(step):
     given its ``categories`` (public: ``categories_`` is what was declared,
     cast to the column's dtype, which must be public too, and each row is
     encoded alone) that groups no rare ones
-    (``min_frequency`` and ``max_categories`` None: they count).  Any other
+    (``min_frequency`` and ``max_categories`` None: they count), nor a
+    ``SimpleImputer(strategy="constant", keep_empty_features=True)`` without
+    ``add_indicator``.  Any other
     step learns unless tagged as needing no fit (a step that is not a
     scikit-learn estimator included).
     """
@@ -119,6 +122,12 @@ def _learns(step):
     if type(step) in (OneHotEncoder, OrdinalEncoder):  # (a subclass may learn more)
         return (isinstance(step.categories, str) or step.min_frequency is not None
                 or step.max_categories is not None)
+    if type(step) is SimpleImputer:
+        # A constant fill learns nothing, if it keeps the columns that are all
+        # missing (from scikit-learn 1.8 keep_empty_features=False drops them)
+        # and adds no indicator (which keeps the columns that have a gap).
+        return not (step.strategy == "constant" and step.keep_empty_features
+                    and not step.add_indicator)
     try:
         return get_tags(step).requires_fit
     except Exception:  # a step scikit-learn cannot read tags of: it may learn

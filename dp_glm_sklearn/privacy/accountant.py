@@ -171,6 +171,9 @@ class PrivacyAccountant:
     accountant's ``delta`` (:func:`~dp_glm_sklearn.privacy.compose`: exact for
     Gaussian releases).  A charge that would make it exceed ``epsilon`` is
     refused with :class:`BudgetExceededError` and nothing is recorded.
+    "Exceed" allows a relative 1e-12 for rounding (a fit of exactly the
+    remaining budget is accepted; ``spent()`` may then read 3.000000000003
+    on a budget of 3): the guarantee of the whole ledger is its ``spent()``.
     :meth:`spend` checks and records under one lock, so threads can share an
     accountant.
 
