@@ -218,8 +218,9 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         """Warnings that a public bound was not stated: parameters only."""
         if self.feature_norm is not None:
             return []
-        return [f"{type(self).__name__}: feature_norm was not given, so every row of X is "
-                "clipped to norm 1 (and predicted unclipped). State the public bound on the "
+        return [f"{type(self).__name__}: feature_norm was not given, so rows of X with a "
+                "norm above 1 are scaled down to 1 for training (predict uses them as "
+                "given). State the public bound on the "
                 "rows' Euclidean norm after public preprocessing, e.g. features scaled by "
                 "ranges from the data's documentation (never from the data itself); rows "
                 "beyond it are clipped. feature_norm=1.0 keeps 1 without this warning."]
@@ -376,8 +377,9 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
     def _bounds_message(self):
         """A refused public bound, in the words of the estimator's own parameters."""
         params = self.get_params(deep=False)
-        given = ", ".join(f"{name}={params[name]!r}" for name in
-                          ("feature_norm", "norm_bound", "y_bound", "threshold")
+        given = ", ".join(f"{name}={params[name]!r}" + (" (1.0)" if params[name] is None and
+                                                         name == "feature_norm" else "")
+                          for name in ("feature_norm", "norm_bound", "y_bound", "threshold")
                           if name in params)
         return (
             f"The public bounds of {type(self).__name__} are too large or too small: "

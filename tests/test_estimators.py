@@ -1679,7 +1679,7 @@ def test_a_feature_norm_not_stated_warns_once_before_the_charge(Est):
     extra = dict(classes=[0, 1]) if Est is DPLogisticRegression else dict(y_bound=1.0)
     if Est is DPLogisticRegression:
         y = (y > 0).astype(int)
-    message = f"{Est.__name__}: feature_norm was not given, so every row of X is clipped"
+    message = f"{Est.__name__}: feature_norm was not given, so rows of X with a norm above 1"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         unstated = Est(random_state=0, **extra).fit(X, y)
@@ -1711,6 +1711,19 @@ def test_a_feature_norm_not_stated_warns_once_before_the_charge(Est):
             warnings.simplefilter("always")
             DPRandomizedSearchCV(Est(**extra), grid, random_state=0).fit(X, y)
         assert any("feature_norm was not given" in str(w.message) for w in caught) is expected
+    # A distribution that draws None (not stated) is refused before the charge: the
+    # warning is decided from one public draw, and these draws could differ from it.
+
+    class MaybeNone:
+        def rvs(self, random_state=None):
+            return None if random_state.random() < 0.5 else 2.0
+
+    acc = PrivacyAccountant()
+    with pytest.raises(ValueError, match="'feature_norm' drew None"):
+        for seed in range(20):
+            DPRandomizedSearchCV(Est(**extra), {"feature_norm": MaybeNone()}, mean_candidates=5,
+                                 random_state=seed, accountant=acc).fit(X, y)
+    assert len(acc.history) == seed  # the fits before the refused one, none after
 
 
 @pytest.mark.parametrize("Est", [DPLinearRegression, DPHuberRegressor])

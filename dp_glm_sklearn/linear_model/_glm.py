@@ -317,10 +317,11 @@ class DPLinearRegression(_DPRegressorBase):
     y_bound : float > 0, (low, high) or None, default=None
         Public range of the labels: a float Y means [-Y, Y]. Labels outside
         are clipped to it. Take it from domain knowledge, never from the data.
-        ``None`` (not stated) is [-1, 1], with a warning. Labels are centred
-        on the range's midpoint, so the intercept (which counts in the norm
-        ball) is the distance of the labels' mean from it: a range far wider
-        on one side than the labels need costs accuracy.
+        ``None`` (not stated) is [-1, 1], with a warning. With an intercept,
+        labels are centred on the range's midpoint, so the intercept (which
+        counts in the norm ball) is about the distance of the labels' mean
+        from it: a range far wider on one side than the labels need costs
+        accuracy.
 
     {params_body}
 
@@ -406,7 +407,8 @@ class DPHuberRegressor(_DPRegressorBase):
     y_bound : float > 0, (low, high) or None, default=None
         Public range of the labels: a float Y means [-Y, Y]. Labels outside
         are clipped to it. ``None`` (not stated) is [-1, 1], with a warning.
-        Labels are centred on the range's midpoint (see DPLinearRegression).
+        With an intercept, labels are centred on the range's midpoint (see
+        DPLinearRegression).
 
     threshold : float > 0, default=None
         Residual size M where the loss turns from quadratic to linear, in the

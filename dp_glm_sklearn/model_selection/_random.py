@@ -163,6 +163,10 @@ def _one_change_settings(options):
             for value in values] or [base]
 
 
+#: Public bounds whose None means "not stated" (a warning, decided before any draw).
+_BOUNDS = ("feature_norm", "y_bound")
+
+
 def _sample_params(dists, rng):
     """One draw, with replacement, independent of the data."""
     dist = dists[int(rng.integers(len(dists)))]
@@ -171,6 +175,14 @@ def _sample_params(dists, rng):
         values = dist[name]
         if hasattr(values, "rvs"):
             params[name] = values.rvs(random_state=rng)
+            if params[name] is None and name.rsplit("__", 1)[-1] in _BOUNDS:
+                # The unstated-bound warning is decided from one public draw
+                # (_warn_unstated_bounds), never from these: refused before
+                # the charge instead of fitted with the default silently.
+                raise ValueError(
+                    f"The distribution of {name!r} drew None: a distribution must draw "
+                    "public bounds; list None among the values to mean 'not stated'. "
+                    "Nothing was charged.")
         else:
             values = list(values)
             params[name] = values[int(rng.integers(len(values)))]

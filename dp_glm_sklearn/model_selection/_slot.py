@@ -105,7 +105,8 @@ def _learns(step):
     encoded alone) that groups no rare ones
     (``min_frequency`` and ``max_categories`` None: they count), nor a
     ``SimpleImputer(strategy="constant", keep_empty_features=True)`` without
-    ``add_indicator``.  Any other
+    ``add_indicator`` (it keeps the column's dtype, which must be public: an
+    array or a table, not lists whose cells' types vary).  Any other
     step learns unless tagged as needing no fit (a step that is not a
     scikit-learn estimator included).
     """
