@@ -6,7 +6,7 @@ calibration and a privacy accountant that every fit, clones included, charges.
 """
 
 from .linear_model import DPHuberRegressor, DPLinearRegression, DPLogisticRegression
-from .model_selection import DPConfidenceBoosting, DPGridSearchCV, DPRandomizedSearchCV
+from .model_selection import DPConfidenceBoosting, DPGridSearchCV, DPRandomizedSearchCV, dp_score
 from .privacy.accountant import (
     BudgetExceededError,
     PrivacyAccountant,
@@ -28,5 +28,6 @@ __all__ = [
     "PrivacyAccountant",
     "PrivacyLeakWarning",
     "default_accountant",
+    "dp_score",
     "get_default_accountant",
 ]

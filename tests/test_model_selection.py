@@ -3229,3 +3229,99 @@ def test_a_search_at_a_huge_epsilon_fits_a_budget_of_that_epsilon(reg_data):
     fitted = _reg(epsilon=epsilon, delta=delta, method="noisy_gd",
                   random_state=0).set_params(max_iter=1).fit(X[:21], y[:21])
     assert fitted.privacy_spent_[0] <= epsilon
+
+
+# -- dp_score: a fitted model's score on private data ---------------------------------
+def test_dp_score_is_the_exact_score_plus_calibrated_noise(clf_data, reg_data, monkeypatch):
+    # The score of a model on private held-out records was released exactly by
+    # score() (expert review); dp_score adds Gaussian noise of sd (bound / n) / mu
+    # through the one noise function, charged as one mu-GDP release.
+    from dp_glm_sklearn import dp_score
+    from dp_glm_sklearn.model_selection import _dp_score as module
+    from dp_glm_sklearn.privacy.calibration import gdp_mu
+
+    drawn = []
+
+    def spy(value, sigma, rng):
+        drawn.append((float(value), sigma))
+        return np.asarray(value + 0.0)  # the noiseless value, to compare
+
+    monkeypatch.setattr(module, "add_gaussian_noise", spy)
+    X, y = clf_data
+    clf = _clf(random_state=0, accountant=PrivacyAccountant()).fit(X[:800], y[:800])
+    acc = PrivacyAccountant(epsilon=2.0, delta=1e-6)
+    exact = dp_score(clf, X[800:], y[800:], epsilon=0.5, accountant=acc)
+    assert exact == pytest.approx(clf.score(X[800:], y[800:]), abs=1e-12)
+    assert drawn[-1][1] == pytest.approx((1.0 / 400) / gdp_mu(0.5, 1e-6), rel=1e-12)
+    assert [e.mu for e in acc.events] == [gdp_mu(0.5, 1e-6)]
+    assert acc.spent()[0] == pytest.approx(0.5, rel=1e-9)
+    # A regressor: minus the mean absolute error, clipped to y_bound's range (4).
+    X, y = reg_data
+    reg = _reg(random_state=0, accountant=PrivacyAccountant()).fit(X[:800], y[:800])
+    pipe = Pipeline([("n", Normalizer()), ("dp", _reg(accountant=PrivacyAccountant()))])
+    pipe.fit(X[:800], y[:800])
+    for model in (reg, pipe):
+        value = dp_score(model, X[800:], y[800:], epsilon=1.0, delta=1e-6, accountant=acc)
+        prediction = np.clip(model.predict(X[800:]), -2.0, 2.0)
+        assert value == pytest.approx(-np.mean(np.abs(prediction - y[800:])), abs=1e-12)
+        assert drawn[-1][1] == pytest.approx((4.0 / 400) / gdp_mu(1.0, 1e-6), rel=1e-12)
+    # scoring="loss" (the GLM's loss, clipped at its sup over the ball).
+    dp_score(reg, X[800:], y[800:], scoring="loss", epsilon=1.0, accountant=acc)
+    assert len(acc.history) == 4
+
+
+def test_dp_score_noise_has_the_stated_spread(clf_data):
+    # Seeded: the 400 noisy scores of one model at epsilon 1 have the stated sd.
+    # False failure: the sample sd of 400 normals is off sigma by more than 15%
+    # (4.2 of its standard errors, chi-square with 399 degrees of freedom) with
+    # probability about 3e-5, the mean off by 5 standard errors 6e-7.
+    from dp_glm_sklearn import dp_score
+    from dp_glm_sklearn.privacy.calibration import gdp_mu
+
+    X, y = clf_data
+    clf = _clf(random_state=0, accountant=PrivacyAccountant()).fit(X[:800], y[:800])
+    acc = PrivacyAccountant()
+    scores = [dp_score(clf, X[800:], y[800:], epsilon=1.0, delta=1e-5, accountant=acc,
+                       random_state=seed) for seed in range(400)]
+    sigma = (1.0 / 400) / gdp_mu(1.0, 1e-5)
+    assert abs(np.std(scores, ddof=1) / sigma - 1.0) < 0.15
+    assert abs(np.mean(scores) - clf.score(X[800:], y[800:])) < 5 * sigma / np.sqrt(400)
+
+
+def test_dp_score_refuses_before_reading_the_data(clf_data, reg_data):
+    from dp_glm_sklearn import BudgetExceededError, dp_score
+
+    X, y = clf_data
+    clf = _clf(random_state=0, accountant=PrivacyAccountant()).fit(X[:800], y[:800])
+    acc = PrivacyAccountant(epsilon=0.5, delta=1e-6)
+
+    class Unreadable:  # reading it fails the test
+        def __len__(self):
+            return 400
+
+        def __getitem__(self, i):
+            raise AssertionError("the data was read")
+
+        shape = (400, 4)
+
+    with pytest.raises(BudgetExceededError):
+        dp_score(clf, Unreadable(), y[800:], epsilon=1.0, accountant=acc)
+    for kwargs, match in [(dict(epsilon=0.0), "'epsilon' parameter of dp_score"),
+                          (dict(epsilon=True), "'epsilon' parameter of dp_score"),
+                          (dict(delta=1.0), "'delta' parameter of dp_score"),
+                          (dict(scoring="roc_auc"), "'scoring' parameter of dp_score"),
+                          (dict(scoring="neg_mean_squared_error"), "needs a DP regressor")]:
+        with pytest.raises(ValueError, match=match):
+            dp_score(clf, X[800:], y[800:], accountant=acc, **kwargs)
+    with pytest.raises(ValueError, match="same number of rows"):
+        dp_score(clf, X[800:], y[801:], accountant=acc)
+    from sklearn.exceptions import NotFittedError
+
+    with pytest.raises(NotFittedError):
+        dp_score(_clf(), X[800:], y[800:], accountant=acc)
+    assert acc.history == []
+    # accountant=None charges the DP estimator's own accountant.
+    own = PrivacyAccountant()
+    reg = _reg(random_state=0, accountant=own).fit(*reg_data)
+    dp_score(reg, *reg_data, epsilon=1.0)
+    assert len(own.history) == 2

@@ -7,7 +7,9 @@
   cost hardly grows with the number of candidates;
 - :class:`DPConfidenceBoosting`: the same estimator trained on disjoint
   chunks, the best model chosen privately on a held-out chunk (the paper's
-  confidence boosting, Appendix E).
+  confidence boosting, Appendix E);
+- :func:`dp_score`: a fitted model's score on private data, with noise,
+  charged like a fit.
 
 All are (epsilon, delta)-DP in total and charge the accountant once, before
 reading any data.  The privacy argument (parallel composition of the
@@ -17,7 +19,8 @@ training and validation parts, recorded as one Gaussian event) is in
 """
 
 from ._boosting import DPConfidenceBoosting
+from ._dp_score import dp_score
 from ._random import DPRandomizedSearchCV
 from ._search import DPGridSearchCV
 
-__all__ = ["DPConfidenceBoosting", "DPGridSearchCV", "DPRandomizedSearchCV"]
+__all__ = ["DPConfidenceBoosting", "DPGridSearchCV", "DPRandomizedSearchCV", "dp_score"]

@@ -1,0 +1,142 @@
+"""A differentially private score of a fitted model on private data.
+
+A test score computed on records that are themselves private (a held-out
+part of the data set) is a statistic of those records; published as is, it
+is outside every guarantee of the fits.  :func:`dp_score` releases it with
+Gaussian noise instead, charged to the accountant like a fit.
+
+Privacy.  The score is the mean of per-record losses clipped to ``[0, b]``
+with a public ``b`` (the searches' validation scores,
+:mod:`._scores`), so replacing one of the n records moves it by at most
+``b / n``; adding ``N(0, sigma**2)`` with ``sigma = (b / n) / mu`` is the
+Gaussian mechanism of sensitivity ``b / n``, which is mu-GDP, and ``mu =
+gdp_mu(epsilon, delta)`` makes it (epsilon, delta)-DP (SPEC section 2).  The
+model is fixed (trained on other records, or released already): the
+guarantee is for (X, y).
+"""
+
+import math
+from numbers import Real
+
+import numpy as np
+from sklearn.base import is_classifier
+from sklearn.utils.validation import check_is_fitted
+
+from .._base import MAX_FINITE_EPSILON, default_delta
+from .._randomness import _release_rng
+from .._sklearn_compat import InvalidParameterError, num_samples
+from ..privacy.accountant import _check_release
+from ..privacy.calibration import gdp_mu
+from ..privacy.events import GaussianEvent
+from ..privacy.noise import add_gaussian_noise
+from ._scores import SCORINGS, _check_scoring, _validation_losses
+from ._slot import _find_dp_slot
+
+
+def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accountant=None,
+             random_state=None):
+    """Score a fitted DP model on private data, with (epsilon, delta)-DP.
+
+    The score of a model on a held-out part of a private data set is a
+    statistic of those records; ``estimator.score`` releases it exactly.
+    This returns the same kind of score with Gaussian noise calibrated to
+    its sensitivity and charges the release to the accountant, before the
+    data is read.  Losses are clipped to a public bound (below), so the
+    score estimated is that of the clipped losses.
+
+    Parameters
+    ----------
+    estimator : fitted DP estimator, or a fitted Pipeline ending in one
+        The model to score (it is not refitted).
+    X : array-like of shape (n_samples, n_features)
+        The private evaluation rows.  ``n_samples`` is public.
+    y : array-like of shape (n_samples,)
+        Their labels.
+    scoring : {"accuracy", "loss", "neg_mean_absolute_error", \
+"neg_mean_squared_error"} or None, default=None
+        The score, as in :class:`DPGridSearchCV`: ``"accuracy"`` (0/1
+        errors, bound 1), ``"loss"`` (the model's training loss, clipped at
+        its supremum over the constraint ball), the absolute or squared
+        error of the predictions clipped to the regressor's ``y_bound``
+        (bound: the range or its square).  ``None``: ``"accuracy"`` for a
+        classifier, ``"neg_mean_absolute_error"`` for a regressor.
+    epsilon : float in (0, inf], default=1.0
+        Privacy budget of this release; ``inf`` releases the score without
+        noise, which only an accountant with an infinite budget accepts.
+    delta : float in (0, 1) or None, default=None
+        ``None``: ``min(1e-5, n_samples**-1.5, the accountant's delta)``.
+    accountant : PrivacyAccountant or None, default=None
+        Charged once; ``None`` charges the DP estimator's own accountant
+        (its ``accountant`` parameter, else the default accountant).
+    random_state : int, Generator, RandomState or None, default=None
+        Seeds the noise (``None``: the operating system).
+
+    Returns
+    -------
+    score : float
+        Accuracy (``"accuracy"``) or minus the mean clipped loss, plus
+        Gaussian noise of standard deviation ``(bound / n_samples) / mu``
+        with ``mu = gdp_mu(epsilon, delta)``; not clipped to the score's
+        range (clipping it is free post-processing, but biased).
+
+    Raises
+    ------
+    BudgetExceededError
+        If the accountant cannot afford the release; the data is not read.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from dp_glm_sklearn import DPLogisticRegression, PrivacyAccountant
+    >>> from dp_glm_sklearn.model_selection import dp_score
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(4000, 3)) / 2
+    >>> y = (X[:, 0] + 0.5 * rng.normal(size=4000) > 0).astype(int)
+    >>> acc = PrivacyAccountant(epsilon=2.0, delta=1e-6)
+    >>> clf = DPLogisticRegression(epsilon=1.0, feature_norm=2.0, classes=[0, 1],
+    ...                            accountant=acc, random_state=0).fit(X[:3000], y[:3000])
+    >>> round(dp_score(clf, X[3000:], y[3000:], epsilon=0.5, random_state=0), 3)
+    0.712
+    >>> round(acc.spent()[0], 2)  # the fit and the score, composed
+    1.14
+
+    (``clf.score`` gives 0.713 without noise: publishing it would not be
+    private.  The noise here has a standard deviation of 0.008.)
+    """
+    slot = _find_dp_slot(estimator)
+    owner = slot.owner(estimator)
+    check_is_fitted(owner)
+    if scoring is None:
+        scoring = "accuracy" if is_classifier(estimator) else "neg_mean_absolute_error"
+    if not (isinstance(scoring, str) and scoring in SCORINGS):
+        raise InvalidParameterError(
+            f"The 'scoring' parameter of dp_score must be a str among {list(SCORINGS)} or "
+            f"None. Got {scoring!r} instead.")
+    _check_scoring(estimator, slot, scoring)
+    if not (isinstance(epsilon, Real) and not isinstance(epsilon, bool)
+            and (0.0 < epsilon <= MAX_FINITE_EPSILON or epsilon == math.inf)):
+        raise InvalidParameterError(
+            f"The 'epsilon' parameter of dp_score must be a float in the range "
+            f"(0.0, {MAX_FINITE_EPSILON:g}] or inf. Got {epsilon!r} instead.")
+    if accountant is None:
+        accountant = owner._accountant()  # its accountant parameter, else the default
+    n_samples = num_samples(X)
+    if n_samples < 1 or num_samples(y) != n_samples:
+        raise ValueError(f"dp_score needs X and y with the same number of rows, at least 1; "
+                         f"got {n_samples} and {num_samples(y)}.")
+    if delta is None:
+        delta = default_delta(n_samples, accountant.delta)
+    elif not (isinstance(delta, Real) and not isinstance(delta, bool) and 0.0 < delta < 1.0):
+        raise InvalidParameterError(
+            f"The 'delta' parameter of dp_score must be a float in the range (0.0, 1.0) or "
+            f"None. Got {delta!r} instead.")
+    epsilon, delta = float(epsilon), float(delta)
+    mu = gdp_mu(epsilon, delta)
+    events = [GaussianEvent(mu=mu)]
+    _check_release(accountant, events, epsilon, delta)  # before the data is read
+    losses, bound = _validation_losses(estimator, slot, scoring, X, y)
+    rng = _release_rng(random_state, accountant)
+    accountant._record(events, source=f"dp_score(scoring={scoring!r})")
+    score = (1.0 if scoring == "accuracy" else 0.0) - float(np.mean(losses))
+    sigma = (bound / n_samples) / mu if mu < math.inf else 0.0
+    return float(add_gaussian_noise(score, sigma, rng))
