@@ -3325,3 +3325,49 @@ def test_dp_score_refuses_before_reading_the_data(clf_data, reg_data):
     reg = _reg(random_state=0, accountant=own).fit(*reg_data)
     dp_score(reg, *reg_data, epsilon=1.0)
     assert len(own.history) == 2
+
+
+def test_dp_score_takes_one_loss_per_record_whatever_the_records_hold(clf_data, monkeypatch):
+    # A y of shape (n, 1) broadcast every loss to an n x n array: one record moved
+    # a row and a column, twice the sensitivity charged for; a NaN row or an unknown
+    # category raised after the budget check, an error telling of one record (DP
+    # review of dp_score). Now: y is one column, and such a record's loss is the bound.
+    pd = pytest.importorskip("pandas")
+    from sklearn.compose import ColumnTransformer
+    from sklearn.preprocessing import OneHotEncoder
+
+    from dp_glm_sklearn import dp_score
+    from dp_glm_sklearn.model_selection import _dp_score as module
+
+    monkeypatch.setattr(module, "add_gaussian_noise", lambda value, sigma, rng: value)
+    X, y = clf_data
+    clf = _clf(random_state=0, accountant=PrivacyAccountant()).fit(X[:800], y[:800])
+    acc = PrivacyAccountant()
+    flat = dp_score(clf, X[800:], y[800:], accountant=acc)
+    for column in (y[800:, None], pd.DataFrame({"label": y[800:]})):
+        assert dp_score(clf, X[800:], column, accountant=acc) == flat
+    with pytest.raises(ValueError, match="y of shape"):
+        dp_score(clf, X[800:], np.c_[y[800:], y[800:]], accountant=acc)
+    with pytest.raises(ValueError, match="X has 3 features, but the model was fitted on 4"):
+        dp_score(clf, X[800:, :3], y[800:], accountant=acc)
+    spent = len(acc.history)
+    # A NaN row: its loss is the bound (1 for accuracy), the others unchanged.
+    bad = X[800:].copy()
+    bad[0] = np.nan
+    errors = (clf.predict(X[800:]) != y[800:]).astype(float)
+    errors[0] = 1.0
+    assert dp_score(clf, bad, y[800:], accountant=acc) == pytest.approx(1 - errors.mean())
+    # An unknown category in a Pipeline's encoder.
+    frame = pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "c": np.where(X[:, 2] > 0, "u", "v")})
+    head = ColumnTransformer([("num", "passthrough", ["a", "b"]),
+                              ("cat", OneHotEncoder(categories=[["u", "v"]],
+                                                    sparse_output=False), ["c"])],
+                             sparse_threshold=0)
+    pipe = Pipeline([("head", head), ("dp", _clf(accountant=PrivacyAccountant(),
+                                                 random_state=0))]).fit(frame[:800], y[:800])
+    test = frame[800:].copy()
+    test.iloc[5, 2] = "never declared"
+    errors = (pipe.predict(frame[800:]) != y[800:]).astype(float)
+    errors[5] = 1.0
+    assert dp_score(pipe, test, y[800:], accountant=acc) == pytest.approx(1 - errors.mean())
+    assert len(acc.history) == spent + 2

@@ -20,17 +20,44 @@ from numbers import Real
 
 import numpy as np
 from sklearn.base import is_classifier
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from .._base import MAX_FINITE_EPSILON, default_delta
 from .._randomness import _release_rng
-from .._sklearn_compat import InvalidParameterError, num_samples
+from .._sklearn_compat import InvalidParameterError, num_samples, safe_indexing
 from ..privacy.accountant import _check_release
 from ..privacy.calibration import gdp_mu
 from ..privacy.events import GaussianEvent
 from ..privacy.noise import add_gaussian_noise
-from ._scores import SCORINGS, _check_scoring, _validation_losses
+from ._scores import SCORINGS, _check_scoring, _score_bound, _validation_losses
 from ._slot import _find_dp_slot
+
+
+def _total_losses(estimator, slot, scoring, X, y, bound):
+    """One loss in ``[0, bound]`` per record, whatever the records hold.
+
+    A record whose loss cannot be computed (a NaN in its row, a category
+    its encoder was not given, a label that is not a number) gets the
+    bound, as a record whose prediction overflows does: an error would tell
+    something of one record (maybe quote it) outside the release.  The rows
+    are tried together first, then, if that fails, one at a time.
+    """
+    n_samples = len(y)
+    try:
+        losses, _ = _validation_losses(estimator, slot, scoring, X, y)
+    except Exception:  # (which record failed, and why, is not shown)
+        losses = np.empty(n_samples)
+        for i in range(n_samples):
+            try:
+                row, _ = _validation_losses(estimator, slot, scoring,
+                                            safe_indexing(X, [i]), y[i:i + 1])
+                losses[i] = row[0]
+            except Exception:
+                losses[i] = bound
+    losses = np.asarray(losses, dtype=np.float64)
+    if losses.shape != (n_samples,):  # one loss per record, or the sensitivity is off
+        raise RuntimeError(f"dp_score computed {losses.shape} losses for {n_samples} records.")
+    return np.clip(losses, 0.0, bound)
 
 
 def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accountant=None,
@@ -40,14 +67,20 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     The score of a model on a held-out part of a private data set is a
     statistic of those records; ``estimator.score`` releases it exactly.
     This returns the same kind of score with Gaussian noise calibrated to
-    its sensitivity and charges the release to the accountant, before the
-    data is read.  Losses are clipped to a public bound (below), so the
-    score estimated is that of the clipped losses.
+    its sensitivity, charged to the accountant: the budget is checked before
+    the data is read, the charge recorded before the value is released.
+    Losses are clipped to a public bound (below), so the score estimated is
+    that of the clipped losses; a record whose loss cannot be computed (a
+    NaN in its row, a category its encoder was not given) counts as the
+    bound, without an error.
 
     Parameters
     ----------
     estimator : fitted DP estimator, or a fitted Pipeline ending in one
-        The model to score (it is not refitted).
+        The model to score (it is not refitted).  Its steps must transform
+        each row on its own (scikit-learn's fitted transformers do); a step
+        mixing rows (centring them on their mean, say) lets one record move
+        the others' losses, beyond the sensitivity the noise is for.
     X : array-like of shape (n_samples, n_features)
         The private evaluation rows.  ``n_samples`` is public.
     y : array-like of shape (n_samples,)
@@ -69,7 +102,11 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
         Charged once; ``None`` charges the DP estimator's own accountant
         (its ``accountant`` parameter, else the default accountant).
     random_state : int, Generator, RandomState or None, default=None
-        Seeds the noise (``None``: the operating system).
+        Seeds the noise (``None``: the operating system).  An integer used
+        again on the same accountant of yours draws another stream of it;
+        on the built-in default accountant it draws the same noise every
+        time, and two such scores at two epsilons give the exact score back
+        (docs/randomness.md): use None for what you publish.
 
     Returns
     -------
@@ -124,6 +161,18 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     if n_samples < 1 or num_samples(y) != n_samples:
         raise ValueError(f"dp_score needs X and y with the same number of rows, at least 1; "
                          f"got {n_samples} and {num_samples(y)}.")
+    # Shapes are public: checked before the budget.  A y of shape (n, 1) made
+    # every loss an n x n array (broadcast), one record moving a row and a
+    # column of it: twice the sensitivity charged for.
+    y_shape = np.shape(y) if hasattr(y, "shape") else (n_samples,)
+    if not (len(y_shape) == 1 or (len(y_shape) == 2 and y_shape[1] == 1)):
+        raise ValueError(f"dp_score needs y of shape (n_samples,) or (n_samples, 1); got "
+                         f"shape {y_shape}.")
+    expected = getattr(estimator, "n_features_in_", None)
+    if hasattr(X, "shape") and len(X.shape) == 2 and expected is not None \
+            and X.shape[1] != expected:
+        raise ValueError(f"X has {X.shape[1]} features, but the model was fitted on "
+                         f"{expected}; nothing was charged.")
     if delta is None:
         delta = default_delta(n_samples, accountant.delta)
     elif not (isinstance(delta, Real) and not isinstance(delta, bool) and 0.0 < delta < 1.0):
@@ -133,8 +182,9 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     epsilon, delta = float(epsilon), float(delta)
     mu = gdp_mu(epsilon, delta)
     events = [GaussianEvent(mu=mu)]
+    bound = _score_bound(estimator, slot, scoring)  # public: the model's bounds
     _check_release(accountant, events, epsilon, delta)  # before the data is read
-    losses, bound = _validation_losses(estimator, slot, scoring, X, y)
+    losses = _total_losses(estimator, slot, scoring, X, column_or_1d(y), bound)
     rng = _release_rng(random_state, accountant)
     accountant._record(events, source=f"dp_score(scoring={scoring!r})")
     score = (1.0 if scoring == "accuracy" else 0.0) - float(np.mean(losses))

@@ -136,24 +136,32 @@ def _validation_losses(estimator, slot, scoring, X, y):
         return np.concatenate([losses for losses, _ in parts]), parts[0][1]
 
 
+def _score_bound(estimator, slot, scoring):
+    """The public bound of a fitted model's per-example ``scoring`` losses."""
+    if scoring == "accuracy":
+        return 1.0
+    owner = slot.owner(estimator)
+    if scoring == "loss":
+        return _glm_loss_bound(owner)
+    low, high = _regression_interval(owner, scoring)
+    return float(high - low if scoring == "neg_mean_absolute_error" else (high - low) ** 2)
+
+
 def _clipped_losses(estimator, slot, scoring, X, y):
+    bound = _score_bound(estimator, slot, scoring)
     if scoring == "accuracy":
         losses = (np.asarray(estimator.predict(X)) != np.asarray(y)).astype(np.float64)
-        return losses, 1.0
+        return losses, bound
     owner = slot.owner(estimator)
     if scoring == "loss":
         head = _head(estimator)  # fitted: the Pipelines' steps before the DP estimator
         if head is not None:
             X = head.transform(X)
-        bound = _glm_loss_bound(owner)
         losses = _glm_losses(owner, X, y)
     else:
         low, high = _regression_interval(owner, scoring)
         pred = np.clip(np.asarray(estimator.predict(X), dtype=np.float64), low, high)
         error = np.abs(pred - np.clip(np.asarray(y, dtype=np.float64), low, high))
-        if scoring == "neg_mean_absolute_error":
-            losses, bound = error, high - low
-        else:
-            losses, bound = error**2, (high - low) ** 2
+        losses = error if scoring == "neg_mean_absolute_error" else error**2
     losses = np.nan_to_num(losses, nan=bound, posinf=bound)
     return np.clip(losses, 0.0, bound), float(bound)
