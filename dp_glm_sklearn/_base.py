@@ -103,7 +103,7 @@ def target_privacy(owner, n_samples):
     return epsilon, delta
 
 
-def warn_large_delta(owner, delta, n_samples):
+def warn_large_delta(owner, delta, n_samples, name=None):
     """Warn when the ``delta`` of ``owner``'s fit on n samples is not below ``1/n``.
 
     Called once per fit the user asked for (not for a search's candidates,
@@ -113,7 +113,7 @@ def warn_large_delta(owner, delta, n_samples):
     """
     if delta * n_samples >= 1.0:
         warn_user(
-            f"{type(owner).__name__}: delta={delta:.3g} is not below 1/n = "
+            f"{name or type(owner).__name__}: delta={delta:.3g} is not below 1/n = "
             f"{1.0 / n_samples:.3g} (n = {n_samples}): a mechanism publishing one record "
             "chosen at random, in the clear, meets such a delta. Choose delta well below "
             "1/n (delta=None is min(1e-5, n**-1.5, the accountant's delta)).",

@@ -3315,6 +3315,15 @@ def test_dp_score_refuses_before_reading_the_data(clf_data, reg_data):
             dp_score(clf, X[800:], y[800:], accountant=acc, **kwargs)
     with pytest.raises(ValueError, match="same number of rows"):
         dp_score(clf, X[800:], y[801:], accountant=acc)
+    # Rows as lists of the wrong width were charged, every row scored as the
+    # bound (final review): refused before, like an array's.
+    with pytest.raises(ValueError, match="X has 3 features"):
+        dp_score(clf, X[800:, :3].tolist(), y[800:], accountant=acc)
+    # An unusable random_state fails before the data is read.
+    with pytest.raises((TypeError, ValueError)):
+        dp_score(clf, Unreadable(), y[800:], epsilon=0.1, accountant=acc, random_state="x")
+    with pytest.warns(UserWarning, match="dp_score: delta=0.3 is not below 1/n"):
+        dp_score(clf, X[800:], y[800:], epsilon=0.1, delta=0.3, accountant=PrivacyAccountant())
     from sklearn.exceptions import NotFittedError
 
     with pytest.raises(NotFittedError):

@@ -22,7 +22,7 @@ import numpy as np
 from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from .._base import MAX_FINITE_EPSILON, default_delta
+from .._base import MAX_FINITE_EPSILON, default_delta, warn_large_delta
 from .._randomness import _release_rng
 from .._sklearn_compat import InvalidParameterError, num_samples, safe_indexing
 from ..privacy.accountant import _check_release
@@ -33,6 +33,18 @@ from ._scores import SCORINGS, _check_scoring, _score_bound, _validation_losses
 from ._slot import _find_dp_slot
 
 
+def _width(X):
+    """The number of columns of X (public, like its shape), or None if not told."""
+    shape = getattr(X, "shape", None)
+    if shape is not None:
+        return int(shape[1]) if len(shape) == 2 else None
+    try:
+        first = X[0]
+        return None if isinstance(first, (str, bytes)) else len(first)
+    except (TypeError, IndexError, KeyError):
+        return None
+
+
 def _total_losses(estimator, slot, scoring, X, y, bound):
     """One loss in ``[0, bound]`` per record, whatever the records hold.
 
@@ -40,7 +52,8 @@ def _total_losses(estimator, slot, scoring, X, y, bound):
     its encoder was not given, a label that is not a number) gets the
     bound, as a record whose prediction overflows does: an error would tell
     something of one record (maybe quote it) outside the release.  The rows
-    are tried together first, then, if that fails, one at a time.
+    are tried together first, then, if that fails, one at a time (so such
+    a record makes the call slower: time is not protected, docs/privacy.md).
     """
     n_samples = len(y)
     try:
@@ -169,9 +182,9 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
         raise ValueError(f"dp_score needs y of shape (n_samples,) or (n_samples, 1); got "
                          f"shape {y_shape}.")
     expected = getattr(estimator, "n_features_in_", None)
-    if hasattr(X, "shape") and len(X.shape) == 2 and expected is not None \
-            and X.shape[1] != expected:
-        raise ValueError(f"X has {X.shape[1]} features, but the model was fitted on "
+    width = _width(X)
+    if expected is not None and width is not None and width != expected:
+        raise ValueError(f"X has {width} features, but the model was fitted on "
                          f"{expected}; nothing was charged.")
     if delta is None:
         delta = default_delta(n_samples, accountant.delta)
@@ -180,12 +193,13 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
             f"The 'delta' parameter of dp_score must be a float in the range (0.0, 1.0) or "
             f"None. Got {delta!r} instead.")
     epsilon, delta = float(epsilon), float(delta)
+    warn_large_delta(None, delta, n_samples, name="dp_score")
     mu = gdp_mu(epsilon, delta)
     events = [GaussianEvent(mu=mu)]
     bound = _score_bound(estimator, slot, scoring)  # public: the model's bounds
     _check_release(accountant, events, epsilon, delta)  # before the data is read
+    rng = _release_rng(random_state, accountant)  # (an unusable random_state fails here)
     losses = _total_losses(estimator, slot, scoring, X, column_or_1d(y), bound)
-    rng = _release_rng(random_state, accountant)
     accountant._record(events, source=f"dp_score(scoring={scoring!r})")
     score = (1.0 if scoring == "accuracy" else 0.0) - float(np.mean(losses))
     sigma = (bound / n_samples) / mu if mu < math.inf else 0.0
