@@ -81,26 +81,39 @@ MAX_FINITE_EPSILON = 1e300
 def target_privacy(owner, n_samples):
     """``(epsilon, delta)`` of a fit of ``owner`` (an estimator or a search) on n samples.
 
-    ``delta=None`` is :func:`default_delta` (at most the delta of the
-    accountant ``owner`` charges, its ``_accountant_delta()``); a finite epsilon above
-    :data:`MAX_FINITE_EPSILON` is refused here, before anything is charged.
+    :func:`checked_privacy` of ``owner``'s ``epsilon`` and ``delta``; the
+    accountant's delta (``owner._accountant_delta()``) is read only for
+    ``delta=None``.
     """
-    epsilon = float(owner.epsilon)
-    if MAX_FINITE_EPSILON < epsilon < np.inf:
+    return checked_privacy(type(owner).__name__, owner.epsilon, owner.delta, n_samples,
+                           owner._accountant_delta)
+
+
+def checked_privacy(name, epsilon, delta, n_samples, budget_delta):
+    """``(epsilon, delta)`` of a release by ``name`` on n samples, checked.
+
+    epsilon must be in (0, :data:`MAX_FINITE_EPSILON`] or inf; ``delta=None``
+    is :func:`default_delta` (at most ``budget_delta()``, the delta of the
+    accountant charged, called only then), else it must be in (0, 1).  Refused
+    here, before anything is charged, also under skip_parameter_validation.
+    """
+    if isinstance(epsilon, Real) and MAX_FINITE_EPSILON < epsilon < np.inf:
         raise ValueError(
-            f"The 'epsilon' parameter of {type(owner).__name__} must be at most "
-            f"{MAX_FINITE_EPSILON:g}, or inf for no noise; got {owner.epsilon!r}.")
-    if owner.delta is None:
-        delta = default_delta(n_samples, owner._accountant_delta())
-    else:
-        delta = float(owner.delta)
-    if not 0.0 < delta < 1.0:
+            f"The 'epsilon' parameter of {name} must be at most "
+            f"{MAX_FINITE_EPSILON:g}, or inf for no noise; got {epsilon!r}.")
+    if not (isinstance(epsilon, Real) and not isinstance(epsilon, bool) and epsilon > 0):
+        raise InvalidParameterError(
+            f"The 'epsilon' parameter of {name} must be a float in the range (0.0, inf]. "
+            f"Got {epsilon!r} instead.")
+    if delta is None:
+        delta = default_delta(n_samples, budget_delta())
+    elif not (isinstance(delta, Real) and not isinstance(delta, bool) and 0.0 < delta < 1.0):
         # (Also under skip_parameter_validation: delta = 0 divided by zero in
         # the rule choosing the method.)
         raise InvalidParameterError(
-            f"The 'delta' parameter of {type(owner).__name__} must be a float in the range "
-            f"(0.0, 1.0) or None. Got {owner.delta!r} instead.")
-    return epsilon, delta
+            f"The 'delta' parameter of {name} must be a float in the range "
+            f"(0.0, 1.0) or None. Got {delta!r} instead.")
+    return float(epsilon), float(delta)
 
 
 def warn_large_delta(owner, delta, n_samples, name=None):

@@ -1117,6 +1117,10 @@ _Y_BOUND = r"'y_bound' parameter .* (positive|range \(0.0, inf\))"
     (dict(max_iter=2.5), "'max_iter' parameter .* an int"),
     (dict(max_iter=True), "'max_iter' parameter .* an int"),
     (dict(norm_bound="x"), "'norm_bound' parameter .*'auto'"),
+    # Under skip_parameter_validation a bool epsilon ran at 1, and 0 at the floor.
+    (dict(epsilon=True), "'epsilon' parameter"),
+    (dict(epsilon=0.0), "'epsilon' parameter"),
+    (dict(epsilon=float("nan")), "'epsilon' parameter"),
     # "math domain error" and "cannot convert float NaN to integer" (expert review).
     (dict(projection_dim=-5), "'projection_dim' parameter .* an int"),
     (dict(projection_dim=float("nan")), "'projection_dim' parameter .* an int"),

@@ -16,13 +16,12 @@ guarantee is for (X, y).
 """
 
 import math
-from numbers import Real
 
 import numpy as np
 from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from .._base import MAX_FINITE_EPSILON, default_delta, warn_large_delta
+from .._base import checked_privacy, warn_large_delta
 from .._randomness import _release_rng
 from .._sklearn_compat import InvalidParameterError, num_samples, safe_indexing
 from ..privacy.accountant import _check_release
@@ -163,11 +162,6 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
             f"The 'scoring' parameter of dp_score must be a str among {list(SCORINGS)} or "
             f"None. Got {scoring!r} instead.")
     _check_scoring(estimator, slot, scoring)
-    if not (isinstance(epsilon, Real) and not isinstance(epsilon, bool)
-            and (0.0 < epsilon <= MAX_FINITE_EPSILON or epsilon == math.inf)):
-        raise InvalidParameterError(
-            f"The 'epsilon' parameter of dp_score must be a float in the range "
-            f"(0.0, {MAX_FINITE_EPSILON:g}] or inf. Got {epsilon!r} instead.")
     if accountant is None:
         accountant = owner._accountant()  # its accountant parameter, else the default
     n_samples = num_samples(X)
@@ -186,13 +180,8 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     if expected is not None and width is not None and width != expected:
         raise ValueError(f"X has {width} features, but the model was fitted on "
                          f"{expected}; nothing was charged.")
-    if delta is None:
-        delta = default_delta(n_samples, accountant.delta)
-    elif not (isinstance(delta, Real) and not isinstance(delta, bool) and 0.0 < delta < 1.0):
-        raise InvalidParameterError(
-            f"The 'delta' parameter of dp_score must be a float in the range (0.0, 1.0) or "
-            f"None. Got {delta!r} instead.")
-    epsilon, delta = float(epsilon), float(delta)
+    epsilon, delta = checked_privacy("dp_score", epsilon, delta, n_samples,
+                                     lambda: accountant.delta)
     warn_large_delta(None, delta, n_samples, name="dp_score")
     mu = gdp_mu(epsilon, delta)
     events = [GaussianEvent(mu=mu)]
