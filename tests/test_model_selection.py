@@ -2168,27 +2168,30 @@ def test_threaded_searches_leave_the_warning_filters_alone(reg_data):
     assert warnings.filters == before
 
 
+def _leak_warnings(pipe, X, y, grid=None, wrapper=DPGridSearchCV):
+    """The PrivacyLeakWarning messages of fitting ``wrapper`` around ``pipe``
+    (over ``dp__norm_bound`` 1 and 5 unless ``grid`` is given)."""
+    grid = {"dp__norm_bound": [1.0, 5.0]} if grid is None else grid
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        args = (pipe, grid) if wrapper is not DPConfidenceBoosting else (pipe,)
+        wrapper(*args, epsilon=1.0, delta=DELTA, random_state=0,
+                accountant=PrivacyAccountant()).fit(X, y)
+    return [str(w.message) for w in caught if w.category is PrivacyLeakWarning]
+
+
 def test_preprocessing_fitted_on_the_data_is_flagged(clf_data):
     # SPEC 9: a non-private StandardScaler in front of a DP estimator leaks
     # means and variances; the search knows its Pipeline and says so, once.
     X, y = clf_data
-
-    def shown(pipe, grid, wrapper=DPGridSearchCV):
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            args = (pipe, grid) if wrapper is not DPConfidenceBoosting else (pipe,)
-            wrapper(*args, epsilon=1.0, delta=DELTA, random_state=0,
-                    accountant=PrivacyAccountant()).fit(X, y)
-        return [str(w.message) for w in caught if w.category is PrivacyLeakWarning]
-
-    grid = {"dp__norm_bound": [1.0, 5.0]}
     for wrapper in (DPGridSearchCV, DPRandomizedSearchCV, DPConfidenceBoosting):
-        (message,) = shown(_pipe(StandardScaler()), grid, wrapper)
+        (message,) = _leak_warnings(_pipe(StandardScaler()), X, y, wrapper=wrapper)
         assert "'head' (StandardScaler)" in message and "not covered by privacy_spent_" in message
-    assert shown(_pipe(Normalizer()), grid) == []  # learns nothing from the data
-    assert shown(_pipe("passthrough"), grid) == []
+    assert _leak_warnings(_pipe(Normalizer()), X, y) == []  # learns nothing from the data
+    assert _leak_warnings(_pipe("passthrough"), X, y) == []
     # A fitted step the grid puts in place of a stateless one.
-    (message,) = shown(_pipe(Normalizer()), {"head": [Normalizer(), StandardScaler()]})
+    (message,) = _leak_warnings(_pipe(Normalizer()), X, y,
+                                grid={"head": [Normalizer(), StandardScaler()]})
     assert "'head' (StandardScaler)" in message and "Normalizer" not in message
 
 
@@ -2249,11 +2252,7 @@ def test_containers_are_looked_into_for_steps_that_learn(clf_data):
             [("c", ColumnTransformer([("n", "passthrough", [0])]))]), "sparse_threshold=0"),
     }
     for name, (head, expected) in cases.items():
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            DPGridSearchCV(_pipe(head), {"dp__norm_bound": [1.0, 5.0]}, epsilon=1.0,
-                           delta=DELTA, random_state=0, accountant=PrivacyAccountant()).fit(X, y)
-        shown = [str(w.message) for w in caught if w.category is PrivacyLeakWarning]
+        shown = _leak_warnings(_pipe(head), X, y)
         if expected is None:
             assert shown == [], name
         else:
@@ -2290,12 +2289,7 @@ def test_encoders_with_declared_categories_learn_nothing(clf_data):
     for name, (encoder, learns) in cases.items():
         head = ColumnTransformer([("num", "passthrough", [0, 1]), ("cat", encoder, [2])],
                                  sparse_threshold=0)
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            DPGridSearchCV(_pipe(head), {"dp__norm_bound": [1.0, 5.0]}, epsilon=1.0,
-                           delta=DELTA, random_state=0, accountant=PrivacyAccountant()).fit(X, y)
-        shown = [str(w.message) for w in caught if w.category is PrivacyLeakWarning]
-        assert len(shown) == learns, name
+        assert len(_leak_warnings(_pipe(head), X, y)) == learns, name
 
 
 def test_a_constant_imputer_that_keeps_empty_columns_learns_nothing(clf_data):
@@ -2317,12 +2311,7 @@ def test_a_constant_imputer_that_keeps_empty_columns_learns_nothing(clf_data):
         "mean": (SimpleImputer(keep_empty_features=True), True),
     }
     for name, (imputer, learns) in cases.items():
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            DPGridSearchCV(_pipe(imputer), {"dp__norm_bound": [1.0, 5.0]}, epsilon=1.0,
-                           delta=DELTA, random_state=0, accountant=PrivacyAccountant()).fit(X, y)
-        shown = [str(w.message) for w in caught if w.category is PrivacyLeakWarning]
-        assert len(shown) == learns, name
+        assert len(_leak_warnings(_pipe(imputer), X, y)) == learns, name
 
 
 def test_nested_pipelines_are_searched_and_other_meta_estimators_refused(reg_data):
