@@ -207,7 +207,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
 
     def _plan_warnings(self, method, n_features):
         """Warnings about the parameters, before the charge: an option that does nothing
-        for the method that trains (a regressor adds a label range not stated)."""
+        for the method that trains, and the public bounds not stated (_bound_warnings)."""
         unused = []
         if self.projection_dim is not None and method != "jl":
             unused.append(f"projection_dim is used by method='jl' only, not {method!r}")
@@ -346,22 +346,11 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         of either storage is reserved); ``copies``: how many such fits a
         search runs at once (the memory of each is reserved).
         """
-        if self.max_iter is not None and not (
-                isinstance(self.max_iter, Integral) and not isinstance(self.max_iter, bool)
-                and 1 <= self.max_iter <= MAX_ITER):
-            # (Also under skip_parameter_validation: 2**40 steps ran for ever,
-            # and max_iter=2.5 ran 2.)
-            raise InvalidParameterError(
-                f"The 'max_iter' parameter of {type(self).__name__} must be an int in the "
-                f"range [1, {MAX_ITER}] or None. Got {self.max_iter!r} instead.")
-        if self.projection_dim is not None and not (
-                isinstance(self.projection_dim, Integral)
-                and not isinstance(self.projection_dim, bool) and self.projection_dim >= 1):
-            # (Also under skip_parameter_validation: -5 raised "math domain
-            # error" from method="auto", NaN "cannot convert float NaN".)
-            raise InvalidParameterError(
-                f"The 'projection_dim' parameter of {type(self).__name__} must be an int in "
-                f"the range [1, inf) or None. Got {self.projection_dim!r} instead.")
+        # (Also under skip_parameter_validation: max_iter 2**40 ran for ever and
+        # 2.5 ran 2 steps; projection_dim -5 raised "math domain error" from
+        # method="auto", NaN "cannot convert float NaN".)
+        self._check_count("max_iter", MAX_ITER)
+        self._check_count("projection_dim")
         try:
             problem = PublicProblem(
                 loss=loss,
@@ -386,6 +375,17 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         # a search's candidate) too large for it fails here, before the charge.
         reserve_working_memory(method, problem, calibration, sparse=sparse, copies=copies)
         return problem, method, calibration
+
+    def _check_count(self, name, high=None):
+        """Refuse parameter ``name`` unless it is None or an int in [1, high]."""
+        value = getattr(self, name)
+        if value is None or (isinstance(value, Integral) and not isinstance(value, bool)
+                             and 1 <= value and (high is None or value <= high)):
+            return
+        closing = "inf)" if high is None else f"{high}]"
+        raise InvalidParameterError(
+            f"The {name!r} parameter of {type(self).__name__} must be an int in the range "
+            f"[1, {closing} or None. Got {value!r} instead.")
 
     def _bounds_message(self):
         """A refused public bound, in the words of the estimator's own parameters."""

@@ -42,8 +42,9 @@ def solve_constrained_erm(objective, radius, l2=0.0, tol=1e-10, max_iter=20000):
     adaptive restart; ``max_iter`` steps of its own) finishes if its point
     does not yet have a gradient mapping norm below ``tol``.  Returns
     ``(theta, n_iter)``, n_iter counting L-BFGS's evaluations and FISTA's
-    steps (the L-BFGS phases share ``max_iter`` iterations; the
-    certificate's own gradients are not counted).
+    steps (the multiplier path runs on what the first L-BFGS left of
+    ``max_iter`` evaluations; the certificate's own gradients are not
+    counted).
     """
     theta, n_iter = _lbfgs(objective, l2, np.zeros(objective.problem.theta_shape), tol,
                            max_iter, give_up=_FAR * radius)

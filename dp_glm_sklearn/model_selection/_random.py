@@ -250,10 +250,10 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         guarantee of random stopping holds only if they are never released.
         So do the warnings of the candidates' public plans (an unused
         option): the search shows none (their number, or which ones appear,
-        would tell how many ran), except that a ``y_bound`` is not stated in
-        a setting that could be drawn (decided from ``param_distributions``
-        alone, not from the draws). No search shows the warnings of its
-        fits.
+        would tell how many ran), except that a ``feature_norm`` or
+        ``y_bound`` is not stated in a setting that could be drawn
+        (decided from ``param_distributions`` alone, not from the draws).
+        No search shows the warnings of its fits.
 
     privacy_events_ : list of events
         ``RandomStoppingEvent(mu_run, mean_candidates, stopping)`` for the
