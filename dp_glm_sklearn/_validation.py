@@ -37,6 +37,11 @@ def _validate_data_quietly(estimator, *args, **kwargs):
             continue
         _refuse_temporal(data, name, what)
         _refuse_pandas_missing(data, name, what)
+        if what == "X" and getattr(getattr(data, "dtype", None), "kind", None) in ("U", "S"):
+            # scikit-learn's own check (dtype="numeric") refuses text arrays;
+            # the float dtypes asked for here would convert "1.5" silently.
+            raise ValueError(f"{name}: X is an array of text (dtype {data.dtype}); X must "
+                             "hold numbers. Convert it to numbers explicitly first.")
     try:
         with np.errstate(all="ignore"):
             return validate_data(estimator, *args, **kwargs)

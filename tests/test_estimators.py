@@ -1474,6 +1474,20 @@ def test_dates_are_refused_by_name_before_the_charge(case):
         fitted.predict(X)
 
 
+@pytest.mark.parametrize("dtype", ["U3", "S3"])
+def test_text_arrays_are_refused_like_scikit_learns(dtype):
+    # scikit-learn refuses a numpy array of text (dtype="numeric"); the float
+    # dtypes asked for converted "1.5" to 1.5 without a word.
+    X = np.array([["1", "2"], ["3", "4"], ["5", "6"]], dtype=dtype)
+    acc = PrivacyAccountant(epsilon=10.0)
+    with pytest.raises(ValueError, match="X is an array of text.*must hold numbers"):
+        DPLinearRegression(accountant=acc).fit(X, [1.0, 2.0, 3.0])
+    assert acc.history == []
+    fitted = DPLinearRegression(accountant=acc).fit(X.astype(float), [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="X is an array of text"):
+        fitted.predict(X)
+
+
 def _width(X):
     """The number of columns of X (numpy before 1.25 reads a list of objects
     exposing ``__array__`` as objects, with a FutureWarning)."""
