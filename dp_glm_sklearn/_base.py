@@ -97,7 +97,7 @@ def checked_privacy(name, epsilon, delta, n_samples, budget_delta):
     accountant charged, called only then), else it must be in (0, 1).  Refused
     here, before anything is charged, also under skip_parameter_validation.
     """
-    if isinstance(epsilon, Real) and MAX_FINITE_EPSILON < epsilon < np.inf:
+    if isinstance(epsilon, Real) and MAX_FINITE_EPSILON < float(epsilon) < np.inf:
         raise ValueError(
             f"The 'epsilon' parameter of {name} must be at most "
             f"{MAX_FINITE_EPSILON:g}, or inf for no noise; got {epsilon!r}.")

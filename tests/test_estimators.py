@@ -1836,3 +1836,16 @@ def test_frames_with_boolean_column_labels_are_taken():
         X = pd.DataFrame(rng.uniform(-1, 1, size=(40, 2)), columns=[True, False]).astype(dtype)
         fitted = DPLinearRegression(accountant=PrivacyAccountant()).fit(X, rng.normal(size=40))
         assert fitted.predict(X).shape == (40,)
+
+
+@pytest.mark.parametrize("scalar", [np.float32, np.float16, np.float64])
+def test_numpy_float_epsilon_fits_without_a_warning(reg_data, scalar):
+    # np.float32(1.0) compared with the 1e300 cap: numpy cast the cap to
+    # float32 and warned "overflow encountered in cast" (an error under
+    # -W error; helper review, session 31).
+    X, y = reg_data
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        est = DPLinearRegression(epsilon=scalar(1.0), feature_norm=3.0, y_bound=3.0,
+                                 random_state=0).fit(X, y)
+    assert est.privacy_spent_[0] == pytest.approx(1.0)

@@ -13,6 +13,7 @@ from joblib import parallel_config
 from scipy.stats import randint
 from sklearn.base import BaseEstimator, ClassifierMixin, TransformerMixin, clone
 from sklearn.decomposition import PCA
+from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score
 from sklearn.pipeline import Pipeline
@@ -3369,3 +3370,88 @@ def test_dp_score_takes_one_loss_per_record_whatever_the_records_hold(clf_data, 
     errors[5] = 1.0
     assert dp_score(pipe, test, y[800:], accountant=acc) == pytest.approx(1 - errors.mean())
     assert len(acc.history) == spent + 2
+
+
+class _CollectingCallback:
+    """A scikit-learn (1.9+) FitCallback that keeps every estimator it is told was fitted."""
+
+    def __init__(self):
+        self.fitted = []
+
+    def setup(self, estimator, context):
+        pass
+
+    def teardown(self, estimator, context):
+        pass
+
+    def on_fit_task_begin(self, estimator, context):
+        pass
+
+    def on_fit_task_end(self, estimator, context, **kwargs):
+        self.fitted.append(estimator)
+
+
+@pytest.mark.skipif(not hasattr(StandardScaler(), "set_callbacks"),
+                    reason="scikit-learn callbacks (set_callbacks) are new in 1.9")
+@pytest.mark.parametrize("where", ["pipeline", "step", "grid"])
+@pytest.mark.parametrize("wrapper", ["grid", "random", "boosting"])
+def test_callbacks_are_refused_before_the_charge(clf_data, where, wrapper):
+    # clone() copies callbacks into every fit a wrapper runs and each fit hands
+    # them the fitted copy: DPRandomizedSearchCV's secret number of candidates
+    # and every one of them (its charge covers the winner), and preprocessing
+    # fitted on each part (helper review, session 31).
+    X, y = clf_data
+    callback = _CollectingCallback()
+    scaler = StandardScaler()
+    if where == "step":
+        scaler.set_callbacks(callback)
+    pipe = Pipeline([("scale", scaler),
+                     ("dp", DPLogisticRegression(feature_norm=3.0, classes=[0, 1]))])
+    if where == "pipeline":
+        pipe.set_callbacks(callback)
+    grid = {"dp__norm_bound": [1.0, 2.0]}
+    if where == "grid":
+        grid["scale"] = [StandardScaler().set_callbacks(callback)]
+    acc = PrivacyAccountant(epsilon=10.0)
+    if wrapper == "grid":
+        wrapped = DPGridSearchCV(pipe, grid, epsilon=1.0, accountant=acc, random_state=0)
+    elif wrapper == "random":
+        wrapped = DPRandomizedSearchCV(pipe, grid, epsilon=1.0, accountant=acc, random_state=0)
+    else:
+        if where == "grid":
+            pytest.skip("boosting has no grid")
+        wrapped = DPConfidenceBoosting(pipe, epsilon=1.0, accountant=acc, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        with pytest.raises(ValueError, match="has scikit-learn callbacks.*Nothing was charged"):
+            wrapped.fit(X, y)
+    assert acc.history == [] and callback.fitted == []
+
+
+def test_dp_score_scores_a_search_or_boosting_through_its_best_estimator(clf_data, monkeypatch):
+    # A fitted search or boosting (what the user guide says to publish) was
+    # refused with a message about parameter names (helper review, session 31).
+    from sklearn.multiclass import OneVsRestClassifier
+
+    from dp_glm_sklearn import dp_score
+    from dp_glm_sklearn.model_selection import _dp_score as module
+
+    monkeypatch.setattr(module, "add_gaussian_noise", lambda value, sigma, rng: value + 0.0)
+    X, y = clf_data
+    acc = PrivacyAccountant(epsilon=20.0)
+    search = DPGridSearchCV(_clf(), {"norm_bound": [1.0, 5.0]}, accountant=acc,
+                            random_state=0)
+    boosting = DPConfidenceBoosting(_clf(), accountant=acc, random_state=0)
+    for wrapper in (search, boosting):
+        with pytest.raises(NotFittedError):
+            dp_score(wrapper, X[800:], y[800:], accountant=acc)
+        wrapper.fit(X[:800], y[:800])
+        charged = len(acc.history)
+        value = dp_score(wrapper, X[800:], y[800:], epsilon=0.5)  # the wrapper's accountant
+        assert value == pytest.approx(wrapper.best_estimator_.score(X[800:], y[800:]))
+        assert len(acc.history) == charged + 1
+    ovr = OneVsRestClassifier(_clf(accountant=acc)).fit(X[:800], y[:800])
+    charged = len(acc.history)
+    with pytest.raises(ValueError, match="cannot score a OneVsRestClassifier.*best_estimator_"):
+        dp_score(ovr, X[800:], y[800:], accountant=acc)
+    assert len(acc.history) == charged

@@ -29,6 +29,7 @@ from ..privacy.calibration import gdp_mu
 from ..privacy.events import GaussianEvent
 from ..privacy.noise import add_gaussian_noise
 from ._scores import SCORINGS, _check_scoring, _score_bound, _validation_losses
+from ._search import _BaseDPSearch
 from ._slot import _find_dp_slot
 
 
@@ -89,10 +90,12 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     Parameters
     ----------
     estimator : fitted DP estimator, or a fitted Pipeline ending in one
-        The model to score (it is not refitted).  Its steps must transform
-        each row on its own (scikit-learn's fitted transformers do); a step
-        mixing rows (centring them on their mean, say) lets one record move
-        the others' losses, beyond the sensitivity the noise is for.
+        The model to score (it is not refitted); a fitted search or
+        :class:`DPConfidenceBoosting` is scored through its
+        ``best_estimator_``.  Its steps must transform each row on its own
+        (scikit-learn's fitted transformers do); a step mixing rows
+        (centring them on their mean, say) lets one record move the others'
+        losses, beyond the sensitivity the noise is for.
     X : array-like of shape (n_samples, n_features)
         The private evaluation rows.  ``n_samples`` is public.
     y : array-like of shape (n_samples,)
@@ -152,7 +155,18 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     (``clf.score`` gives 0.713 without noise: publishing it would not be
     private.  The noise here has a standard deviation of 0.008.)
     """
-    slot = _find_dp_slot(estimator)
+    if isinstance(estimator, _BaseDPSearch):  # a search or boosting: the model it serves
+        check_is_fitted(estimator, "best_estimator_")
+        estimator = estimator.best_estimator_
+    try:
+        slot = _find_dp_slot(estimator)
+    except ValueError:
+        raise ValueError(
+            f"dp_score cannot score a {type(estimator).__name__}: it takes a fitted DP "
+            "estimator of this library or a fitted Pipeline whose last step is one (a fitted "
+            "DPGridSearchCV, DPRandomizedSearchCV or DPConfidenceBoosting is scored through "
+            "its best_estimator_). Other meta-estimators hold copies of the DP estimator "
+            "whose losses it cannot bound.") from None
     owner = slot.owner(estimator)
     check_is_fitted(owner)
     if scoring is None:

@@ -174,6 +174,7 @@ def _validate_candidates(estimator, candidates, slot, accountant=None):
             # The search charges a default: refused, as the estimator's own fit
             # would be, if it carries one that is gone.
             owner._default_accountant()
+        _refuse_callbacks(candidate)
         try:
             _check_parameters(candidate, owner)
         except (TypeError, ValueError) as exc:
@@ -184,6 +185,29 @@ def _validate_candidates(estimator, candidates, slot, accountant=None):
                     raise exc from None
             raise _with_message(exc, f"{exc} (in the candidate {params!r} of the search's "
                                      "grid)") from None
+
+
+def _refuse_callbacks(estimator):
+    """Refuse scikit-learn callbacks (``set_callbacks``, scikit-learn 1.9+) on
+    ``estimator`` or any estimator inside it.
+
+    ``clone`` copies them into every fit a search or boosting runs, and each
+    fit hands them the fitted estimator: every candidate (DPRandomizedSearchCV's
+    charge covers the winner alone, and their number is secret) and the
+    preprocessing steps fitted on each part of the data (probes included),
+    none of which is released otherwise.
+    """
+    for part in [estimator, *estimator.get_params(deep=True).values()]:
+        callbacks = getattr(part, "_skl_callbacks", None) if isinstance(part, BaseEstimator) \
+            else None
+        if callbacks:
+            names = ", ".join(sorted({type(callback).__name__ for callback in callbacks}))
+            raise ValueError(
+                f"{type(part).__name__} in the searched estimator has scikit-learn callbacks "
+                f"({names}). A search fits copies of it on parts of the data (the random "
+                "search a secret number of times) and the callbacks would receive every "
+                "fitted copy, which the privacy charge does not cover. Nothing was charged. "
+                "Remove them with set_callbacks() before the search.")
 
 
 def _failing_parameter(exc):
