@@ -798,6 +798,16 @@ def test_label_not_in_declared_classes_is_an_error():
     with pytest.raises(ValueError, match="OneVsRestClassifier, .*y is re-encoded as 0, ..., k-1"):
         OneVsRestClassifier(DPLogisticRegression(classes=["no", "yes"], accountant=acc)).fit(
             X, np.array(["no", "yes"] * 15))
+    # OutputCodeClassifier passes -1 and 1 (helper review, session 31).
+    from sklearn.multiclass import OutputCodeClassifier
+
+    y3 = np.array(["a", "b", "c"] * 10)
+    with pytest.raises(ValueError, match=r"OutputCodeClassifier passes -1 and 1: declare \[-1"):
+        OutputCodeClassifier(DPLogisticRegression(classes=[0, 1], accountant=acc),
+                             random_state=0).fit(X, y3)
+    assert acc.history == []
+    OutputCodeClassifier(DPLogisticRegression(classes=[-1, 1], accountant=PrivacyAccountant()),
+                         random_state=0).fit(X, y3)
     # cross_val_predict encodes y for predict_proba too (a usability review).
     from sklearn.model_selection import KFold, cross_val_predict
 

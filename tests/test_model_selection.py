@@ -17,7 +17,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score
 from sklearn.pipeline import Pipeline
-from sklearn.preprocessing import Normalizer, StandardScaler
+from sklearn.preprocessing import Normalizer, OneHotEncoder, StandardScaler
 
 from dp_glm_sklearn import (
     BudgetExceededError,
@@ -2315,6 +2315,27 @@ def test_a_constant_imputer_that_keeps_empty_columns_learns_nothing(clf_data):
         assert len(_leak_warnings(_pipe(imputer), X, y)) == learns, name
 
 
+def test_steps_fitted_on_the_shape_alone_learn_nothing(clf_data):
+    # PolynomialFeatures, the random projections and RBFSampler with a numeric
+    # gamma read the shape of X only: they were flagged as fitted on the
+    # private data (helper review, session 31); gamma="scale" reads X's variance.
+    from sklearn.kernel_approximation import RBFSampler
+    from sklearn.preprocessing import PolynomialFeatures, SplineTransformer
+    from sklearn.random_projection import GaussianRandomProjection, SparseRandomProjection
+
+    X, y = clf_data
+    cases = {
+        "polynomial": (PolynomialFeatures(2), False),
+        "gaussian projection": (GaussianRandomProjection(3, random_state=0), False),
+        "sparse projection": (SparseRandomProjection(3, random_state=0), False),
+        "rbf, numeric gamma": (RBFSampler(gamma=0.5, n_components=5, random_state=0), False),
+        "rbf, gamma='scale'": (RBFSampler(gamma="scale", n_components=5, random_state=0), True),
+        "splines (knots at quantiles)": (SplineTransformer(n_knots=3), True),
+    }
+    for name, (step, learns) in cases.items():
+        assert len(_leak_warnings(_pipe(step), X, y)) == learns, name
+
+
 def test_nested_pipelines_are_searched_and_other_meta_estimators_refused(reg_data):
     # A Pipeline in a Pipeline fits the DP estimator itself: it is searched
     # like a flat one (its preprocessing flagged, its rows validated before
@@ -2380,6 +2401,11 @@ _BAD_GRIDS = {
     "preprocessing that fails on this X": (
         lambda: DPGridSearchCV(_pipe(PCA()), {"head__n_components": [1, 50]}), "clf",
         "What failed is not shown"),  # a step's own message is not shown: it may quote values
+    # A step's error from its settings alone is shown (helper review, session 31).
+    "sparse one-hot encoding with pandas output": (
+        lambda: DPGridSearchCV(_pipe(OneHotEncoder(handle_unknown="ignore")).set_output(
+            transform="pandas"), {"dp__norm_bound": [1.0, 5.0]}), "clf",
+        "Pandas output does not support sparse data. Set sparse_output=False"),
     "DP step replaced": (
         lambda: DPGridSearchCV(_pipe(StandardScaler()), {"dp": [LogisticRegression()]}),
         "clf", "DP estimator"),

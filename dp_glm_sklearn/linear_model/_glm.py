@@ -683,7 +683,8 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
                     "scikit-learn's VotingClassifier, StackingClassifier, BaggingClassifier, "
                     "OneVsRestClassifier, or cross_val_predict with method='predict_proba', "
                     "'decision_function' or 'predict_log_proba', y is re-encoded as 0, ..., "
-                    "k-1: declare those.)"
+                    "k-1: declare those; OutputCodeClassifier passes -1 and 1: declare "
+                    "[-1, 1].)"
                 )
         if classes.size < 2:  # (read from y: declared ones are checked as a parameter)
             # A label read from y is a value of the private data: not shown.

@@ -20,7 +20,13 @@ from ._pickling import pickling_failure
 #: Beginnings of scikit-learn's input-validation messages that quote no value
 #: of the data, nor a count that a preprocessing step could make private.
 _SAFE_STEP_ERRORS = ("Input X contains", "Input contains", "Input y contains",
-                     "Found array with dim")
+                     "Found array with dim",
+                     # OneHotEncoder's, from its settings alone (sparse_output
+                     # with pandas or polars output).  (Not set_output's "The
+                     # transformer outputs a scipy sparse matrix": whether a
+                     # ColumnTransformer's output is sparse depends on its density.)
+                     "Pandas output does not support sparse data",
+                     "Polars output does not support sparse data")
 
 #: Beginning of numpy's message for an object in X that is not a number: it
 #: names the object's type only (the bare estimator raises it too).

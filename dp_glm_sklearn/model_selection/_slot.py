@@ -18,8 +18,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.compose import ColumnTransformer, make_column_selector
 from sklearn.impute import SimpleImputer
+from sklearn.kernel_approximation import RBFSampler
 from sklearn.pipeline import FeatureUnion, Pipeline
-from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder
+from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, PolynomialFeatures
+from sklearn.random_projection import GaussianRandomProjection, SparseRandomProjection
 from sklearn.utils import get_tags
 
 from .._sklearn_compat import validate_params
@@ -90,6 +92,11 @@ def _parts(step):
     return [step, *step.get_params(deep=True).values()]
 
 
+#: Steps whose fit reads the shape and dtype of X only (and draws from their
+#: random_state), transforming each row alone: nothing learnt from the values.
+_SHAPE_ONLY = (PolynomialFeatures, GaussianRandomProjection, SparseRandomProjection)
+
+
 def _learns(step):
     """Whether fitting ``step`` learns from the data, as far as its tags and structure tell.
 
@@ -106,7 +113,9 @@ def _learns(step):
     (``min_frequency`` and ``max_categories`` None: they count), nor a
     ``SimpleImputer(strategy="constant", keep_empty_features=True)`` without
     ``add_indicator`` (it keeps the column's dtype, which must be public: an
-    array or a table, not lists whose cells' types vary).  Any other
+    array or a table, not lists whose cells' types vary), nor the steps of
+    :data:`_SHAPE_ONLY` or an ``RBFSampler`` with a numeric ``gamma``
+    (``"scale"`` reads the variance of X).  Any other
     step learns unless tagged as needing no fit (a step that is not a
     scikit-learn estimator included).
     """
@@ -123,6 +132,8 @@ def _learns(step):
     if type(step) in (OneHotEncoder, OrdinalEncoder):  # (a subclass may learn more)
         return (isinstance(step.categories, str) or step.min_frequency is not None
                 or step.max_categories is not None)
+    if type(step) in _SHAPE_ONLY or (type(step) is RBFSampler and step.gamma != "scale"):
+        return False  # (fitted on the shape and dtype, and random_state: public)
     if type(step) is SimpleImputer:
         # A constant fill learns nothing, if it keeps the columns that are all
         # missing (from scikit-learn 1.8 keep_empty_features=False drops them)
