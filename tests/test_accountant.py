@@ -314,6 +314,12 @@ def test_a_saved_ledger_is_read_only_once_the_original_is_gone():
         with pytest.raises(RuntimeError, match="loaded from a pickle after its original"):
             copy_.spend(PureDPEvent(0.2), source="after")
     assert restored.spent() == spent and len(restored.history) == 1
+    # The way on that the error names: a new ledger charged the saved events.
+    new = PrivacyAccountant(epsilon=restored.epsilon, delta=restored.delta)
+    new.spend(restored.events, source="saved ledger")
+    assert new.spent() == spent
+    new.spend(PureDPEvent(0.2), source="after")
+    assert 0.29 < new.spent()[0] <= 0.3 + 1e-12  # (composed at delta: at most the sum)
 
 
 def test_a_ledger_pickled_before_process_tokens_still_loads():

@@ -238,8 +238,10 @@ class PrivacyAccountant:
       the same process id) is detached too: its ledger can be read, but it
       cannot spend.  Were it to spend, every load of the same file would
       spend the budget again.  To go on with a saved analysis, create a new
-      ``PrivacyAccountant`` for what is left of the budget and keep the
-      saved ledger as the record of what was spent before.
+      ``PrivacyAccountant`` with the same budget and charge it the saved
+      events, ``new.spend(saved.events, source="saved ledger")``: what
+      follows then composes with them exactly (a new accountant for the
+      epsilon left over would add the two up, which is looser).
 
     Examples
     --------
@@ -361,8 +363,9 @@ class PrivacyAccountant:
             raise RuntimeError(
                 "this PrivacyAccountant was loaded from a pickle after its original "
                 "was gone: a saved ledger is read-only, since every load of the same "
-                "file could spend the budget again. Create a new PrivacyAccountant for "
-                "what is left of the budget (see 'Copies and processes')."
+                "file could spend the budget again. To go on, create a new PrivacyAccountant "
+                "with the same budget and charge it this one's events: "
+                "new.spend(saved.events, source='saved ledger') (see 'Copies and processes')."
             )
         raise RuntimeError(
             "this PrivacyAccountant was copied to another process (process "
@@ -370,7 +373,7 @@ class PrivacyAccountant:
             "made there could not reach the original. In a joblib worker, fit with "
             "n_jobs=1 or a threading backend (joblib.parallel_backend('threading')); "
             "for a ledger saved by an earlier session, create a new PrivacyAccountant "
-            "for what is left of the budget."
+            "with the same budget and charge it the saved events (new.spend(saved.events))."
         )
 
     def _check_locked(self, events, reading=False):
