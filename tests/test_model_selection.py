@@ -861,7 +861,7 @@ def _fitted_candidates(search, X, y):
     slot = _slot._find_dp_slot(search.estimator)
     candidates = list(_search.ParameterGrid(search.param_grid))
     fixed = {"epsilon": 0.5, "delta": DELTA}
-    fitted = search._fit_all(slot, candidates, fixed, X, y, range(len(candidates)))
+    fitted = search._fit_all(slot, candidates, fixed, X, y, range(len(candidates)), None)
     return slot, fitted
 
 
@@ -1499,7 +1499,7 @@ def test_boosting_selection_scores_are_bounded_on_neighbouring_chunks(reg_data):
     boosted = DPConfidenceBoosting(_reg(), n_models=3, delta=DELTA)
     slot = _slot._find_dp_slot(boosted.estimator)
     fitted = boosted._fit_jobs(slot, [({}, {"epsilon": 1.0, "delta": DELTA}, X[i::4], y[i::4], i)
-                                      for i in range(3)])
+                                      for i in range(3)], None)
     X_val, y_val = X[3::4], y[3::4]
     base, sens = boosted._validation_utilities(fitted, slot, X_val, y_val)
     assert np.ptp(sens) == 0  # one sensitivity: same parameters, same bound
@@ -3481,3 +3481,94 @@ def test_dp_score_scores_a_search_or_boosting_through_its_best_estimator(clf_dat
     with pytest.raises(ValueError, match="cannot score a OneVsRestClassifier.*best_estimator_"):
         dp_score(ovr, X[800:], y[800:], accountant=acc)
     assert len(acc.history) == charged
+
+
+class _GlobalDrawScale(TransformerMixin, BaseEstimator):
+    """A step drawing from numpy's global generator at fit (as scikit-learn's
+    random steps do at random_state=None): half of the draws make its output
+    overflow to inf on rows with an entry above 1."""
+
+    def fit(self, X, y=None):
+        self.huge_ = bool(np.random.random_sample() < 0.5)
+        return self
+
+    def transform(self, X):
+        with np.errstate(over="ignore"):
+            return np.asarray(X) * (1e308 if self.huge_ else 1.0)
+
+
+def _wrapper(kind, estimator, **kw):
+    if kind == "grid":
+        return DPGridSearchCV(estimator, {"dp__norm_bound": [1.0, 2.0, 4.0]}, **kw)
+    if kind == "random":
+        return DPRandomizedSearchCV(estimator, {"dp__norm_bound": [1.0, 2.0, 4.0]}, **kw)
+    return DPConfidenceBoosting(estimator, **kw)
+
+
+@pytest.mark.parametrize("kind", ["grid", "random", "boosting"])
+def test_a_step_drawing_from_numpys_global_generator_is_probed_as_fitted(clf_data, kind):
+    # The probes drew other values than the candidates: a random step whose
+    # output overflows on one record passed the check before the charge and
+    # failed after it (red-team review, session 31).  Each fit of a wrapper
+    # now starts numpy's global generator from one state.  Without that, the
+    # 12 runs pass with probability 2**-12 at most.
+    X, y = clf_data
+    X = X.copy()
+    X[0, 0] = 2.0  # becomes inf under the "huge" draw (other rows may too: same outcome)
+    pipe = Pipeline([("draw", _GlobalDrawScale()), ("dp", _clf())])
+    outcomes = set()
+    for seed in range(12):
+        acc = PrivacyAccountant(epsilon=10.0)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", PrivacyLeakWarning)  # (the step "learns")
+                _wrapper(kind, pipe, epsilon=1.0, accountant=acc, random_state=seed).fit(X, y)
+            outcomes.add("fitted")
+        except ValueError:
+            assert acc.history == [], "raised after the charge"
+            outcomes.add("refused")
+    assert outcomes == {"fitted", "refused"}  # (both draws occur over 12 seeds)
+
+
+@pytest.mark.parametrize("kind", ["grid", "random", "boosting"])
+def test_wrappers_give_the_global_generators_back_untouched(clf_data, kind):
+    # A random step at random_state=None drew from numpy's global generator
+    # in every candidate's fit: the generator's state after the random search
+    # told its secret number of candidates, and so did the published step's
+    # draws (red-team review, session 31).
+    import random
+
+    from sklearn.random_projection import GaussianRandomProjection
+
+    X, y = clf_data
+    pipe = Pipeline([("proj", GaussianRandomProjection(3)), ("dp", _clf())])
+    np.random.seed(0)
+    random.seed(0)
+    before, python_before = np.random.get_state()[1].copy(), random.getstate()
+    _wrapper(kind, pipe, epsilon=1.0, accountant=PrivacyAccountant(), random_state=1).fit(X, y)
+    assert np.array_equal(np.random.get_state()[1], before)
+    assert random.getstate() == python_before
+
+
+@pytest.mark.parametrize("refit", [True, False])
+def test_the_random_searchs_published_step_does_not_depend_on_its_number_of_candidates(
+        clf_data, monkeypatch, refit):
+    # The refit's GaussianRandomProjection(random_state=None) was the global
+    # generator's draw number K + 2, and without refit the winner's told its
+    # rank: the published model told K.
+    from sklearn.random_projection import GaussianRandomProjection
+
+    counts, real = [], _random.sample_stopping_count
+    monkeypatch.setattr(_random, "sample_stopping_count",
+                        lambda mean, stopping, rng: counts.append(real(mean, stopping, rng))
+                        or counts[-1])
+    X, y = clf_data
+    pipe = Pipeline([("proj", GaussianRandomProjection(3)), ("dp", _clf())])
+    components = []
+    for mean in (1.5, 30.0):
+        search = DPRandomizedSearchCV(pipe, {"dp__norm_bound": [1.0, 2.0, 4.0]},
+                                      mean_candidates=mean, epsilon=1.0, refit=refit,
+                                      accountant=PrivacyAccountant(), random_state=0)
+        components.append(search.fit(X, y).best_estimator_[0].components_)
+    assert counts[0] != counts[1]  # different K...
+    assert np.array_equal(components[0], components[1])  # ...the same published draw

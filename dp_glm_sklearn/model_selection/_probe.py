@@ -12,6 +12,7 @@ from sklearn import config_context
 from sklearn.base import clone
 from sklearn.utils import check_array
 
+from .._randomness import _global_rngs_seeded
 from .._sklearn_compat import safe_indexing
 from .._validation import _duplicates_summed, _unquoted
 from .._warn import silenced
@@ -57,7 +58,7 @@ def _usable_output(Xt, n_features=None):
     return Xt.shape[1]
 
 
-def _probe_head(head, X, y, parts, dumps=None, refit=False):
+def _probe_head(head, X, y, parts, dumps=None, refit=False, global_seed=None):
     """Fit the preprocessing ``head`` on X and on each training part.
 
     Returns ``(Xt, widths)``: X transformed, and the numbers of features the
@@ -80,13 +81,18 @@ def _probe_head(head, X, y, parts, dumps=None, refit=False):
     and with ``refit`` the head fitted on all rows too (the refit runs in a
     worker as well), and one that cannot (a step keeping a lock) is refused
     here.
+
+    ``global_seed``: numpy's global generator is seeded with it for each fit
+    of the head, as it is for the candidates and the refit (a step left at
+    ``random_state=None`` then draws here what it will draw there).
     """
     steps = ", ".join(type(step).__name__ for _, step in head.steps)
     fitted = []
     try:
         with silenced(), np.errstate(all="ignore"):
             whole = clone(head)
-            Xt = whole.fit_transform(X, y)
+            with _global_rngs_seeded(global_seed):
+                Xt = whole.fit_transform(X, y)
             if refit and dumps is not None:
                 fitted.append(whole)
             widths = set()
@@ -95,9 +101,10 @@ def _probe_head(head, X, y, parts, dumps=None, refit=False):
                 # validation: a step can leave a training part with no
                 # feature, or scale a validation part to inf.
                 part = clone(head)
-                n_features = _usable_output(part.fit_transform(safe_indexing(X, train),
-                                                               safe_indexing(y, train)))
-                _usable_output(part.transform(safe_indexing(X, val)), n_features)
+                with _global_rngs_seeded(global_seed):
+                    n_features = _usable_output(part.fit_transform(safe_indexing(X, train),
+                                                                   safe_indexing(y, train)))
+                    _usable_output(part.transform(safe_indexing(X, val)), n_features)
                 widths.add(n_features)
                 if dumps is not None:
                     fitted.append(part)
