@@ -12,9 +12,9 @@ expect more on average): the signal is weak, so train accuracies near it
 are as good as they get.
 
 Run: ``python benchmarks/sparse_memory.py [--methods noisy_gd,jl,auto,...,sklearn]
-[--n 200000]`` (about a minute).  Prints a table and writes it to
-``benchmarks/results/sparse_memory.txt`` (default methods and n) or
-``sparse_memory_n<n>.txt`` (another n).
+[--n 200000] [--d 10000]`` (about a minute).  Prints a table and writes it to
+``benchmarks/results/sparse_memory.txt`` (default methods, n and d) or
+``sparse_memory_n<n>.txt`` (another n), ``sparse_memory_n<n>_d<d>.txt`` (another d).
 """
 
 import argparse
@@ -34,7 +34,7 @@ N, D, NNZ_PER_ROW = 20_000, 200_000, 20
 LIMIT_GB = 4.0
 
 
-def _child(method, N=N):
+def _child(method, N=N, D=D):
     import numpy as np
     import scipy.sparse as sp
     from sklearn.linear_model import LogisticRegression
@@ -48,8 +48,8 @@ def _child(method, N=N):
                        np.arange(0, N * NNZ_PER_ROW + 1, NNZ_PER_ROW)), shape=(N, D))
     X.sum_duplicates()  # rows of norm <= 1 (== 1 without repeated indices)
     w = np.zeros(D)
-    support = rng.choice(D, 2000, replace=False)
-    w[support] = rng.normal(scale=3.0, size=2000)
+    support = rng.choice(D, min(2000, D), replace=False)
+    w[support] = rng.normal(scale=3.0, size=support.size)
     p = 1.0 / (1.0 + np.exp(-(X @ w)))
     y = (rng.random(N) < p).astype(int)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -74,17 +74,19 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--methods", default=METHODS)
     parser.add_argument("--n", type=int, default=N, help="rows (default %(default)s)")
+    parser.add_argument("--d", type=int, default=D, help="features (default %(default)s)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        _child(args.child, args.n)
+        _child(args.child, args.n, args.d)
         return
-    lines = [f"{args.n} x {D} sparse logistic regression, {NNZ_PER_ROW} non-zeros a row, "
+    lines = [f"{args.n} x {args.d} sparse logistic regression, {NNZ_PER_ROW} non-zeros a row, "
              f"epsilon = 1 (limit {LIMIT_GB:g} GB)",
              f"{'method':<20} {'trained with':<20} {'peak RSS GB':>11} {'seconds':>8} "
              f"{'train acc':>9}"]
     for method in args.methods.split(","):
-        out = subprocess.run([sys.executable, __file__, "--child", method, "--n", str(args.n)],
+        out = subprocess.run([sys.executable, __file__, "--child", method, "--n", str(args.n),
+                              "--d", str(args.d)],
                              check=True,
                              capture_output=True, text=True).stdout
         r = json.loads(out.strip().splitlines()[-1])
@@ -93,12 +95,14 @@ def main():
                      f"{r['seconds']:>8.1f} {r['train_accuracy']:>9.3f}  {verdict}")
         print(lines[-1], flush=True)
     lines.append(f"(X itself: {r['x_mb']:.1f} MB in CSR; a dense copy would be "
-                 f"{args.n * D * 8 / 2**30:.0f} GiB; the true model's expected accuracy on these "
-                 f"labels: {r['true_model_accuracy']:.3f})")
+                 f"{args.n * args.d * 8 / 2**30:.0f} GiB; the true model's expected accuracy "
+                 f"on these labels: {r['true_model_accuracy']:.3f})")
     print(lines[-1])
-    if args.methods == METHODS or args.n != N:
+    if args.methods == METHODS or args.n != N or args.d != D:
         RESULTS.mkdir(exist_ok=True)
-        name = "sparse_memory.txt" if args.n == N else f"sparse_memory_n{args.n}.txt"
+        name = ("sparse_memory.txt" if (args.n, args.d) == (N, D) else
+                f"sparse_memory_n{args.n}.txt" if args.d == D else
+                f"sparse_memory_n{args.n}_d{args.d}.txt")
         (RESULTS / name).write_text("\n".join(lines) + "\n")
 
 

@@ -283,6 +283,15 @@ def _row_slice(X, rows):
     return X[rows]
 
 
+def _transposed(Xb):
+    """``Xb.T`` of a CSR block as a CSC view of the same arrays (built as
+    :func:`_row_slice` builds its views: scipy's constructor copies them)."""
+    out = sp.csc_matrix((Xb.shape[1], Xb.shape[0]), dtype=Xb.dtype)
+    out.indptr, out.indices, out.data = Xb.indptr, Xb.indices, Xb.data
+    out.has_sorted_indices = Xb.has_sorted_indices
+    return out
+
+
 def tamed_block(X, exponents, rows):
     """``X[rows]``, its huge rows tamed (``exponents`` from :func:`tame_exponents_and_norms`)."""
     Xb = _row_slice(X, rows)
@@ -383,6 +392,7 @@ class GLMObjective:
         # at most B X_aug + Y, so the safety net provably rescales nothing.
         self._labels_bounded = bool(n) and float(np.max(np.abs(y))) <= problem.y_bound
         self._gram_cache = None
+        self._views = {}  # sparse row blocks, by (start, stop): see _block
 
     def _clipping(self, X):
         """``(exponents, row_scale, clipped_norms)``: how the kernel tames and clips
@@ -409,10 +419,23 @@ class GLMObjective:
     # -- the kernel ---------------------------------------------------------
     def _block(self, rows):
         """Rows of X (tamed, as float64) and their clipping scales."""
+        key = (rows.start, rows.stop) if isinstance(rows, slice) else None
+        if key in self._views:
+            return self._views[key][0], self.row_scale[rows]
         Xb = tamed_block(self.X, self._exponents, rows)
         if Xb.dtype != np.float64:
             Xb = Xb.astype(np.float64)  # one conversion serves both products
+        elif key is not None and sp.issparse(Xb) and Xb.format == "csr" \
+                and np.shares_memory(Xb.data, self.X.data):
+            # A view of X (float64 rows, none tamed): kept, with its transpose,
+            # for the next passes (scipy's constructors copy such views).
+            self._views[key] = (Xb, _transposed(Xb))
         return Xb, self.row_scale[rows]
+
+    def _transpose(self, rows, Xb):
+        """``Xb.T`` for the rows ``Xb`` of :meth:`_block` (a kept view if it has one)."""
+        key = (rows.start, rows.stop) if isinstance(rows, slice) else None
+        return self._views[key][1] if key in self._views else Xb.T
 
     def _scores(self, Xb, sb, theta):
         p = self.problem
@@ -448,7 +471,7 @@ class GLMObjective:
             self._clip(D, rows)
         if p.fit_intercept:
             out[d] += p.intercept_feature * D.sum(axis=0)
-        out[:d] += Xb.T @ (D * sb[:, None])
+        out[:d] += self._transpose(rows, Xb) @ (D * sb[:, None])
         return value
 
     def _clip(self, D, rows):

@@ -614,3 +614,37 @@ def test_pass_workers_run_with_the_callers_numpy_error_state():
         states = obj._map_blocks(work)
     assert len({ident for ident, _ in states}) == 2
     assert {state for _, state in states} == {"ignore"}
+
+
+@pytest.mark.parametrize("huge_row", [False, True], ids=["plain", "a tamed row"])
+def test_sparse_row_blocks_are_kept_as_views_and_give_the_same_gradient(huge_row, monkeypatch):
+    """CSR row blocks and their transposes are built once (scipy's constructors
+    copied each block's arrays at every pass) as views of X: later passes give
+    the same bits, and a block with a tamed (copied) row is not kept."""
+    monkeypatch.setattr(objective_module, "_SPARSE_BLOCK_ROWS", 64)
+    rng = np.random.default_rng(0)
+    n, d = 300, 40
+    X = sp.random(n, d, density=0.2, format="csr", random_state=1)
+    if huge_row:
+        X.data[X.indptr[5]] = 1e300
+    y = rng.integers(0, 2, n)
+    problem = PublicProblem(loss=LogisticLoss(), n_samples=n, n_features=d,
+                            feature_norm=1.0, intercept_feature=0.5, y_bound=0.0,
+                            norm_bound=10.0)
+    theta = rng.normal(size=(d + 1, 1))
+    obj = GLMObjective(problem, X, y)
+    first = obj.gradient(theta)
+    kept = obj._views
+    assert len(kept) == 5 - huge_row  # (the block of row 5 is a tamed copy)
+    for Xb, XbT in kept.values():
+        assert np.shares_memory(Xb.data, X.data) and XbT.data is Xb.data
+        np.testing.assert_array_equal(XbT.toarray(), Xb.toarray().T)
+    np.testing.assert_array_equal(obj.gradient(theta), first)
+    fresh = GLMObjective(problem, X, y)
+    fresh._views = _NeverKept()
+    np.testing.assert_array_equal(fresh.gradient(theta), first)
+
+
+class _NeverKept(dict):
+    def __setitem__(self, key, value):
+        pass
