@@ -339,8 +339,12 @@ def _refuse_temporal(data, name, what):
     else:
         return
     # Columns of objects are looked at in one block (one pass, however many
-    # columns), and one by one only to name the culprit.
-    objects = [i for i, (_, dtype) in enumerate(columns) if _of_python_objects(dtype)]
+    # columns), and one by one only to name the culprit.  A pandas categorical
+    # column by its categories (its schema: every value is one of them, or
+    # missing), without reading its values.
+    categorical = {i for i, (_, dtype) in enumerate(columns) if _categories(dtype) is not None}
+    objects = [i for i, (_, dtype) in enumerate(columns)
+               if _of_python_objects(dtype) and i not in categorical]
 
     def block(positions):
         if frame:
@@ -357,11 +361,27 @@ def _refuse_temporal(data, name, what):
         where = f"column {column!r} of {what}" if column is not None else what
         if _temporal(dtype):
             found = f"has dtype {dtype}"
+        elif position in categorical and _temporal_categories(_categories(dtype)):
+            found = "holds dates, times or durations (its categories)"
         elif position in suspects:
             found = "holds dates, times or durations"
         else:
             continue
         raise _temporal_error(name, what, where, found)
+
+
+def _categories(dtype):
+    """The categories of a pandas ``CategoricalDtype`` (None for other dtypes)."""
+    if type(dtype).__name__ == "CategoricalDtype" and type(dtype).__module__.startswith("pandas"):
+        return dtype.categories
+    return None
+
+
+def _temporal_categories(categories):
+    """Whether pandas categories (an Index) are, or hold, dates, times or durations."""
+    return _temporal(categories.dtype) or (
+        _of_python_objects(categories.dtype)
+        and _holds_temporal_objects(np.asarray(categories, dtype=object)))
 
 
 def _of_python_objects(dtype):
