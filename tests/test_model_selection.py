@@ -3572,3 +3572,20 @@ def test_the_random_searchs_published_step_does_not_depend_on_its_number_of_cand
         components.append(search.fit(X, y).best_estimator_[0].components_)
     assert counts[0] != counts[1]  # different K...
     assert np.array_equal(components[0], components[1])  # ...the same published draw
+
+
+def test_the_random_search_refuses_a_caching_pipeline(clf_data, tmp_path):
+    # Pipeline(memory=...) keeps one cache entry per distinct fitted step:
+    # the cache's size counted the random search's secret K.  The grid search,
+    # whose K is public, takes it.
+    X, y = clf_data
+    pipe = Pipeline([("scale", Normalizer()), ("dp", _clf())], memory=str(tmp_path))
+    acc = PrivacyAccountant(epsilon=10.0)
+    search = DPRandomizedSearchCV(pipe, {"dp__norm_bound": [1.0, 2.0]}, epsilon=1.0,
+                                  accountant=acc, random_state=0)
+    with pytest.raises(ValueError, match="caches its fitted steps.*Nothing was charged"):
+        search.fit(X, y)
+    assert acc.history == []
+    DPGridSearchCV(pipe, {"dp__norm_bound": [1.0, 2.0]}, epsilon=1.0, accountant=acc,
+                   random_state=0).fit(X, y)
+    assert len(acc.history) == 1

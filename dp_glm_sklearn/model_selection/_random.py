@@ -124,7 +124,8 @@ def _validate_distributions(estimator, dists, slot, accountant=None):
     the whole budget was spent.
     """
     for options in _checked_options(dists):
-        _validate_candidates(estimator, _one_change_settings(options), slot, accountant)
+        _validate_candidates(estimator, _one_change_settings(options), slot, accountant,
+                             secret_count=True)
 
 
 def _combined_settings(options, is_own):
@@ -464,7 +465,8 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         train, val = self._split(n_samples, rng)
         count = sample_stopping_count(self.mean_candidates, self.stopping, rng)
         candidates = [_sample_params(dists, rng) for _ in range(count)]
-        _validate_candidates(self.estimator, candidates, slot, self.accountant)
+        _validate_candidates(self.estimator, candidates, slot, self.accountant,
+                             secret_count=True)
         X, y, fixed, [(X_tr, y_tr), (X_val, y_val)] = self._charge(
             accountant, slot, plan["events"], type(self).__name__, X, y, candidates,
             parts=[(train, val)], fits=self._fits(plan, len(train), n_samples),

@@ -146,14 +146,16 @@ def _learns(step):
         return True
 
 
-def _validate_candidates(estimator, candidates, slot, accountant=None):
+def _validate_candidates(estimator, candidates, slot, accountant=None, secret_count=False):
     """Check every candidate's parameters of the DP estimator before anything is charged.
 
     An invalid value in the grid (say ``norm_bound=-1``) would otherwise raise
     only when its candidate is trained, after the whole budget was spent.
     ``accountant``: the search's own (None: it has none, and charges the DP
     estimator's); a grid replacing the DP estimator by one with another
-    accountant is refused (that one would record nothing).
+    accountant is refused (that one would record nothing).  ``secret_count``:
+    the number of candidates is secret (the random search), and a Pipeline
+    caching its steps (``memory``) is refused too.
     """
     charged = accountant if accountant is not None else slot.accountant
     template = slot.owner(estimator)
@@ -186,6 +188,8 @@ def _validate_candidates(estimator, candidates, slot, accountant=None):
             # would be, if it carries one that is gone.
             owner._default_accountant()
         _refuse_callbacks(candidate)
+        if secret_count:
+            _refuse_caching(candidate)
         try:
             _check_parameters(candidate, owner)
         except (TypeError, ValueError) as exc:
@@ -219,6 +223,18 @@ def _refuse_callbacks(estimator):
                 "search a secret number of times) and the callbacks would receive every "
                 "fitted copy, which the privacy charge does not cover. Nothing was charged. "
                 "Remove them with set_callbacks() before the search.")
+
+
+def _refuse_caching(estimator):
+    """Refuse a Pipeline that caches its fitted steps (``memory``), inside
+    ``estimator`` too: the cache keeps one entry per distinct step fitted, so
+    its size counts the random search's secret number of candidates."""
+    for part in [estimator, *estimator.get_params(deep=True).values()]:
+        if isinstance(part, Pipeline) and part.memory is not None:
+            raise ValueError(
+                "DPRandomizedSearchCV: a Pipeline in the searched estimator caches its fitted "
+                "steps (memory is set); the cache would keep a copy of the steps of every "
+                "candidate, whose number is secret. Nothing was charged. Set memory=None.")
 
 
 def _failing_parameter(exc):
