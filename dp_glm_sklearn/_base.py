@@ -89,6 +89,16 @@ def target_privacy(owner, n_samples):
                            owner._accountant_delta)
 
 
+def _too_large(epsilon):
+    """Whether a real ``epsilon`` is finite and above :data:`MAX_FINITE_EPSILON`
+    (compared as a Python float: a float32 would cast the cap to inf, with a
+    warning; an int beyond floats, 10**400, is too large)."""
+    try:
+        return MAX_FINITE_EPSILON < float(epsilon) < np.inf
+    except OverflowError:
+        return True
+
+
 def checked_privacy(name, epsilon, delta, n_samples, budget_delta):
     """``(epsilon, delta)`` of a release by ``name`` on n samples, checked.
 
@@ -97,7 +107,7 @@ def checked_privacy(name, epsilon, delta, n_samples, budget_delta):
     accountant charged, called only then), else it must be in (0, 1).  Refused
     here, before anything is charged, also under skip_parameter_validation.
     """
-    if isinstance(epsilon, Real) and MAX_FINITE_EPSILON < float(epsilon) < np.inf:
+    if isinstance(epsilon, Real) and _too_large(epsilon):
         raise ValueError(
             f"The 'epsilon' parameter of {name} must be at most "
             f"{MAX_FINITE_EPSILON:g}, or inf for no noise; got {epsilon!r}.")

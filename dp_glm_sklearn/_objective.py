@@ -417,15 +417,18 @@ class GLMObjective:
         return grad
 
     # -- the kernel ---------------------------------------------------------
-    def _block(self, rows):
-        """Rows of X (tamed, as float64) and their clipping scales."""
+    def _block(self, rows, keep=True):
+        """Rows of X (tamed, as float64) and their clipping scales.
+
+        ``keep``: a CSR view of X is kept for the next passes (the passes'
+        blocks; the Gram path's, read once, are not)."""
         key = (rows.start, rows.stop) if isinstance(rows, slice) else None
         if key in self._views:
             return self._views[key][0], self.row_scale[rows]
         Xb = tamed_block(self.X, self._exponents, rows)
         if Xb.dtype != np.float64:
             Xb = Xb.astype(np.float64)  # one conversion serves both products
-        elif key is not None and sp.issparse(Xb) and Xb.format == "csr" \
+        elif keep and key is not None and sp.issparse(Xb) and Xb.format == "csr" \
                 and np.shares_memory(Xb.data, self.X.data):
             # A view of X (float64 rows, none tamed): kept, with its transpose,
             # for the next passes (scipy's constructors copy such views).
@@ -641,7 +644,7 @@ class GLMObjective:
                 gram, rhs = np.zeros((k, k)), np.zeros((k, 1))
                 for rows in (slice(i, min(i + step, b.stop))
                              for b in blocks for i in range(b.start, b.stop, step)):
-                    Xb, sb = self._block(rows)
+                    Xb, sb = self._block(rows, keep=False)
                     yb = self.y[rows]
                     if sp.issparse(Xb):
                         A = sp.csr_matrix(Xb.multiply(sb[:, None]))

@@ -6,10 +6,8 @@ estimator (clones, pickled copies in worker processes, forked children) do
 not replay the same noise (docs/randomness.md).
 """
 
-import contextlib
 import functools
 import os
-import random
 import threading
 import weakref
 from numbers import Integral
@@ -57,62 +55,34 @@ def _release_rng(random_state, accountant):
     return _rng(random_state)
 
 
-#: Tags the seed of numpy's global generator in a wrapper's fits (``_global_seed``).
-_GLOBAL_TAG = 0x676C6F62
+#: Tags the seed of the preprocessing steps in a wrapper's fits (``_steps_seed``).
+_STEPS_TAG = 0x676C6F62
 
 
-def _global_seed(random_state, rng):
-    """The seed of numpy's global generator (and Python's ``random``) in every
-    fit of one search or boosting fit: its preprocessing probes, candidates
-    and refit (:func:`_global_rngs_seeded`).
+def _steps_seed(random_state, rng):
+    """The seed from which a search or boosting seeds, in every fit of its
+    preprocessing steps (the probes before the charge, each candidate, the
+    refit), each ``random_state`` those steps leave at None
+    (:func:`~dp_glm_sklearn.model_selection._slot._step_seeds`).
 
-    Steps left at ``random_state=None`` (a ``GaussianRandomProjection``)
-    draw from numpy's global generator.  Each fit of the wrapper starts them
-    from this one state, so the probes before the charge check the same draws
-    the candidates and the refit make, and the caller's global state is
-    restored after each: it does not move with the random search's secret
-    number of candidates, nor does the drawn step tell which candidate won.
-    Not the noise's seed: the draws of such a step need no secrecy.  An
-    integer ``random_state`` gives a seed of its own (reproducible, drawing
-    nothing from the noise's streams), None the OS's, a generator one draw
-    of ``rng``, the wrapper's generator made from it (drawn before anything
-    whose number could depend on the random search's K).
+    At ``random_state=None`` a step (a ``GaussianRandomProjection``) draws
+    from numpy's global generator: a new draw at each fit, so the probes
+    checked other draws than the candidates made, and the global generator
+    (and the published step's draw) counted the fits, that is the random
+    search's secret number of candidates.  Seeded from one value per wrapper
+    fit, every fit of a step draws the same.  Not the noise's seed: the
+    draws of such a step need no secrecy.  An integer ``random_state`` gives
+    a seed of its own (reproducible, drawing nothing from the noise's
+    streams), None the OS's, a generator one draw of ``rng``, the wrapper's
+    generator made from it (drawn before anything whose number could depend
+    on the random search's K).
     """
     if isinstance(random_state, Integral):
         return int(np.random.SeedSequence(int(random_state),
-                                          spawn_key=(_GLOBAL_TAG,)).generate_state(1)[0])
+                                          spawn_key=(_STEPS_TAG,)).generate_state(1)[0])
     if random_state is None:
         return int(np.random.SeedSequence().generate_state(1)[0])
     return int(rng.integers(2**32))
-
-
-@contextlib.contextmanager
-def _global_rngs_seeded(seed=None):
-    """numpy's global generator and Python's ``random`` seeded with ``seed``
-    inside the block (None: left as they are), and given back the state they
-    had before it when it ends."""
-    numpy_state, python_state = np.random.get_state(), random.getstate()
-    if seed is not None:
-        np.random.seed(seed)
-        random.seed(seed)
-    try:
-        yield
-    finally:
-        np.random.set_state(numpy_state)
-        random.setstate(python_state)
-
-
-def _keeps_global_rngs(fit):
-    """Decorator: ``fit`` gives numpy's global generator and Python's
-    ``random`` back the state they had before it (a search's draws from them
-    would count its candidates)."""
-
-    @functools.wraps(fit)
-    def wrapper(*args, **kwargs):
-        with _global_rngs_seeded():
-            return fit(*args, **kwargs)
-
-    return wrapper
 
 
 def _independent_child(random_state, *, os_entropy=False):

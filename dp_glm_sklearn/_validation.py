@@ -362,7 +362,7 @@ def _refuse_temporal(data, name, what):
         if _temporal(dtype):
             found = f"has dtype {dtype}"
         elif position in categorical and _temporal_categories(_categories(dtype)):
-            found = "holds dates, times or durations (its categories)"
+            found = "holds dates, times, durations, periods or intervals (its categories)"
         elif position in suspects:
             found = "holds dates, times or durations"
         else:

@@ -1882,3 +1882,10 @@ def test_numpy_float_epsilon_fits_without_a_warning(reg_data, scalar):
         est = DPLinearRegression(epsilon=scalar(1.0), feature_norm=3.0, y_bound=3.0,
                                  random_state=0).fit(X, y)
     assert est.privacy_spent_[0] == pytest.approx(1.0)
+
+
+def test_an_integer_epsilon_beyond_floats_is_refused_by_name(reg_data):
+    # float(10**400) raised a bare OverflowError (final review, session 31).
+    X, y = reg_data
+    with pytest.raises(ValueError, match="'epsilon' parameter of DPLinearRegression must be at"):
+        DPLinearRegression(epsilon=10**400, feature_norm=3.0, y_bound=3.0).fit(X, y)

@@ -3483,13 +3483,18 @@ def test_dp_score_scores_a_search_or_boosting_through_its_best_estimator(clf_dat
     assert len(acc.history) == charged
 
 
-class _GlobalDrawScale(TransformerMixin, BaseEstimator):
-    """A step drawing from numpy's global generator at fit (as scikit-learn's
-    random steps do at random_state=None): half of the draws make its output
-    overflow to inf on rows with an entry above 1."""
+class _RandomScale(TransformerMixin, BaseEstimator):
+    """A random step as scikit-learn writes them (at random_state=None it draws
+    from numpy's global generator): half of its draws make its output overflow
+    to inf on rows with an entry above 1."""
+
+    def __init__(self, random_state=None):
+        self.random_state = random_state
 
     def fit(self, X, y=None):
-        self.huge_ = bool(np.random.random_sample() < 0.5)
+        from sklearn.utils import check_random_state
+
+        self.huge_ = bool(check_random_state(self.random_state).random_sample() < 0.5)
         return self
 
     def transform(self, X):
@@ -3505,49 +3510,68 @@ def _wrapper(kind, estimator, **kw):
     return DPConfidenceBoosting(estimator, **kw)
 
 
+@pytest.mark.parametrize("n_jobs", [None, 2])
 @pytest.mark.parametrize("kind", ["grid", "random", "boosting"])
-def test_a_step_drawing_from_numpys_global_generator_is_probed_as_fitted(clf_data, kind):
-    # The probes drew other values than the candidates: a random step whose
-    # output overflows on one record passed the check before the charge and
-    # failed after it (red-team review, session 31).  Each fit of a wrapper
-    # now starts numpy's global generator from one state.  Without that, the
-    # 12 runs pass with probability 2**-12 at most.
+def test_a_random_step_is_probed_as_it_is_fitted(clf_data, kind, n_jobs):
+    # The probes drew other values than the candidates: a random step at
+    # random_state=None whose draw makes one record overflow passed the check
+    # before the charge and failed after it (red-team review, session 31).
+    # Each fit of the wrapper now seeds it from one value.  Without that, the
+    # 12 runs pass with probability 2**-12 at most (threads included).
+    from joblib import parallel_backend
+
     X, y = clf_data
     X = X.copy()
     X[0, 0] = 2.0  # becomes inf under the "huge" draw (other rows may too: same outcome)
-    pipe = Pipeline([("draw", _GlobalDrawScale()), ("dp", _clf())])
+    step = _RandomScale()
+    pipe = Pipeline([("draw", step), ("dp", _clf())])
     outcomes = set()
     for seed in range(12):
         acc = PrivacyAccountant(epsilon=10.0)
+        wrapper = _wrapper(kind, pipe, epsilon=1.0, accountant=acc, random_state=seed,
+                           n_jobs=n_jobs)
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), parallel_backend("threading"):
                 warnings.simplefilter("ignore", PrivacyLeakWarning)  # (the step "learns")
-                _wrapper(kind, pipe, epsilon=1.0, accountant=acc, random_state=seed).fit(X, y)
+                wrapper.fit(X, y)
             outcomes.add("fitted")
+            assert wrapper.best_estimator_[0].random_state is None  # the user's value
         except ValueError:
             assert acc.history == [], "raised after the charge"
             outcomes.add("refused")
     assert outcomes == {"fitted", "refused"}  # (both draws occur over 12 seeds)
+    assert step.random_state is None and not hasattr(step, "huge_")
 
 
 @pytest.mark.parametrize("kind", ["grid", "random", "boosting"])
-def test_wrappers_give_the_global_generators_back_untouched(clf_data, kind):
+def test_wrappers_draw_nothing_from_numpys_global_generator_for_random_steps(clf_data, kind):
     # A random step at random_state=None drew from numpy's global generator
     # in every candidate's fit: the generator's state after the random search
     # told its secret number of candidates, and so did the published step's
     # draws (red-team review, session 31).
-    import random
-
     from sklearn.random_projection import GaussianRandomProjection
 
     X, y = clf_data
     pipe = Pipeline([("proj", GaussianRandomProjection(3)), ("dp", _clf())])
     np.random.seed(0)
-    random.seed(0)
-    before, python_before = np.random.get_state()[1].copy(), random.getstate()
+    before = np.random.get_state()[1].copy()
     _wrapper(kind, pipe, epsilon=1.0, accountant=PrivacyAccountant(), random_state=1).fit(X, y)
     assert np.array_equal(np.random.get_state()[1], before)
-    assert random.getstate() == python_before
+
+
+@pytest.mark.parametrize("kind", ["grid", "random", "boosting"])
+def test_wrappers_seeded_by_numpys_global_random_state_draw_new_noise(reg_data, kind):
+    # The wrappers' generator is seeded with draws from random_state; given
+    # numpy's global RandomState (scikit-learn's check_random_state(None)), a
+    # version that put the global generator back after the fit replayed
+    # those draws: two fits, charged as two releases, gave the same model
+    # (final review, session 31).
+    X, y = reg_data
+    acc = PrivacyAccountant()
+    coefs = [_wrapper(kind, Pipeline([("dp", _reg())]), epsilon=1.0, accountant=acc,
+                      random_state=np.random.mtrand._rand).fit(X, y).best_estimator_[-1].coef_
+             for _ in range(2)]
+    assert not np.array_equal(coefs[0], coefs[1])
 
 
 @pytest.mark.parametrize("refit", [True, False])

@@ -43,9 +43,8 @@ import numpy as np
 from .._base import target_privacy
 from .._randomness import (
     _clones_draw_nothing,
-    _global_seed,
-    _keeps_global_rngs,
     _release_rng,
+    _steps_seed,
 )
 from .._sklearn_compat import Interval, fit_context, validated_even_if_skipped
 from .._validation import _fit_n_samples
@@ -264,7 +263,6 @@ class DPConfidenceBoosting(_BaseDPSearch):
     @fit_context(prefer_skip_nested_validation=False)
     @validated_even_if_skipped
     @_clones_draw_nothing
-    @_keeps_global_rngs
     def fit(self, X, y):
         """Train one model per chunk and keep the best one, chosen privately.
 
@@ -298,19 +296,19 @@ class DPConfidenceBoosting(_BaseDPSearch):
         self._warn_large_delta(plan["delta"], n_samples)
         accountant = self._check_budget(slot, plan["events"], plan["delta"])
         rng = _release_rng(self.random_state, accountant)
-        global_seed = _global_seed(self.random_state, rng)
+        steps_seed = _steps_seed(self.random_state, rng)
         chunks = np.array_split(rng.permutation(n_samples), m + 1)  # before the charge
         X, y, fixed, taken = self._charge(
             accountant, slot, plan["events"], f"{type(self).__name__}(n_models={m})", X, y,
             ({},), parts=[(chunk, chunks[m]) for chunk in chunks[:m]],
             fits=[(size, plan["candidate_epsilon"], plan["candidate_delta"])
                   for size in sorted({len(c) for c in chunks[:m]})],
-            rows=chunks, global_seed=global_seed)
+            rows=chunks, steps_seed=steps_seed)
         seeds = _child_seeds(rng, m, self.random_state)
         fitted = self._fit_candidates(slot, plan, fixed, [
             ({}, X_chunk, y_chunk, seed)
             for (X_chunk, y_chunk), seed in zip(taken[:m], seeds, strict=True)
-        ], global_seed)
+        ], steps_seed)
 
         X_val, y_val = taken[m]
         del taken  # the training chunks

@@ -12,11 +12,11 @@ from sklearn import config_context
 from sklearn.base import clone
 from sklearn.utils import check_array
 
-from .._randomness import _global_rngs_seeded
 from .._sklearn_compat import safe_indexing
 from .._validation import _duplicates_summed, _unquoted
 from .._warn import silenced
 from ._pickling import pickling_failure
+from ._slot import _step_seeds
 
 #: Beginnings of scikit-learn's input-validation messages that quote no value
 #: of the data, nor a count that a preprocessing step could make private.
@@ -58,7 +58,7 @@ def _usable_output(Xt, n_features=None):
     return Xt.shape[1]
 
 
-def _probe_head(head, X, y, parts, dumps=None, refit=False, global_seed=None):
+def _probe_head(head, X, y, parts, dumps=None, refit=False, steps_seed=None):
     """Fit the preprocessing ``head`` on X and on each training part.
 
     Returns ``(Xt, widths)``: X transformed, and the numbers of features the
@@ -82,17 +82,16 @@ def _probe_head(head, X, y, parts, dumps=None, refit=False, global_seed=None):
     worker as well), and one that cannot (a step keeping a lock) is refused
     here.
 
-    ``global_seed``: numpy's global generator is seeded with it for each fit
-    of the head, as it is for the candidates and the refit (a step left at
-    ``random_state=None`` then draws here what it will draw there).
+    ``steps_seed``: the steps' ``random_state`` left at None are seeded from
+    it (:func:`~._slot._step_seeds`), as in the candidates and the refit:
+    a random step draws here what it will draw there.
     """
     steps = ", ".join(type(step).__name__ for _, step in head.steps)
     fitted = []
     try:
         with silenced(), np.errstate(all="ignore"):
-            whole = clone(head)
-            with _global_rngs_seeded(global_seed):
-                Xt = whole.fit_transform(X, y)
+            whole = _seeded(clone(head), steps_seed)
+            Xt = whole.fit_transform(X, y)
             if refit and dumps is not None:
                 fitted.append(whole)
             widths = set()
@@ -100,11 +99,10 @@ def _probe_head(head, X, y, parts, dumps=None, refit=False, global_seed=None):
                 # What the DP estimator gets, in a candidate's fit and in its
                 # validation: a step can leave a training part with no
                 # feature, or scale a validation part to inf.
-                part = clone(head)
-                with _global_rngs_seeded(global_seed):
-                    n_features = _usable_output(part.fit_transform(safe_indexing(X, train),
-                                                                   safe_indexing(y, train)))
-                    _usable_output(part.transform(safe_indexing(X, val)), n_features)
+                part = _seeded(clone(head), steps_seed)
+                n_features = _usable_output(part.fit_transform(safe_indexing(X, train),
+                                                               safe_indexing(y, train)))
+                _usable_output(part.transform(safe_indexing(X, val)), n_features)
                 widths.add(n_features)
                 if dumps is not None:
                     fitted.append(part)
@@ -136,6 +134,14 @@ def _probe_head(head, X, y, parts, dumps=None, refit=False, global_seed=None):
         else:
             return Xt, widths
     raise error
+
+
+def _seeded(head, steps_seed):
+    """``head`` with the ``random_state`` its steps leave at None seeded from
+    ``steps_seed`` (None: as it is)."""
+    if steps_seed is not None:
+        head.set_params(**_step_seeds(head.steps, steps_seed))
+    return head
 
 
 def _validated_after(head, probe, Xt, y):

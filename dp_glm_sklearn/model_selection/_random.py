@@ -21,9 +21,8 @@ from .._base import target_privacy
 from .._doc import format_doc
 from .._randomness import (
     _clones_draw_nothing,
-    _global_seed,
-    _keeps_global_rngs,
     _release_rng,
+    _steps_seed,
 )
 from .._sklearn_compat import Interval, StrOptions, fit_context, validated_even_if_skipped
 from .._validation import _fit_n_samples
@@ -421,7 +420,6 @@ class DPRandomizedSearchCV(_BaseDPSearch):
     @fit_context(prefer_skip_nested_validation=False)
     @validated_even_if_skipped
     @_clones_draw_nothing
-    @_keeps_global_rngs
     def fit(self, X, y):
         """Try a random number of random candidates; keep the best, privately.
 
@@ -461,7 +459,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
             # A user's Generator: draw a fixed number of values from it, not a
             # number that grows with the secret K.
             rng = np.random.default_rng(rng.integers(2**32, size=4, dtype=np.uint64))
-        global_seed = _global_seed(self.random_state, rng)
+        steps_seed = _steps_seed(self.random_state, rng)
         train, val = self._split(n_samples, rng)
         count = sample_stopping_count(self.mean_candidates, self.stopping, rng)
         candidates = [_sample_params(dists, rng) for _ in range(count)]
@@ -470,11 +468,11 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         X, y, fixed, [(X_tr, y_tr), (X_val, y_val)] = self._charge(
             accountant, slot, plan["events"], type(self).__name__, X, y, candidates,
             parts=[(train, val)], fits=self._fits(plan, len(train), n_samples),
-            rows=[train, val], global_seed=global_seed)
+            rows=[train, val], steps_seed=steps_seed)
         seeds = _child_seeds(rng, count, self.random_state)
         fitted = self._fit_candidates(slot, plan, fixed, [
             (params, X_tr, y_tr, seed) for params, seed in zip(candidates, seeds, strict=True)],
-            global_seed)
+            steps_seed)
 
         utilities, sensitivities = self._validation_utilities(fitted, slot, X_val, y_val)
         best = gaussian_report_noisy_max(utilities, sensitivities, plan["mu_candidate"], rng)
@@ -483,7 +481,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         best_estimator = fitted[best]
         if self.refit:
             best_estimator = self._refit(candidates[best], slot, X, y, plan, rng, fixed,
-                                         global_seed)
+                                         steps_seed)
         self.best_index_ = 0
         self.best_params_ = dict(candidates[best])
         self.best_estimator_ = _restore_accountant(best_estimator, slot, self.accountant)

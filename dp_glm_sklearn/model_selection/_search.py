@@ -88,11 +88,9 @@ from .._base import target_privacy, warn_large_delta
 from .._doc import format_doc
 from .._randomness import (
     _clones_draw_nothing,
-    _global_rngs_seeded,
-    _global_seed,
     _IndependentNoiseOnCloneMixin,
-    _keeps_global_rngs,
     _release_rng,
+    _steps_seed,
 )
 from .._sklearn_compat import (
     HasMethods,
@@ -143,6 +141,8 @@ from ._slot import (
     _find_dp_slot,
     _head,
     _params_key,
+    _preprocessing,
+    _step_seeds,
     _validate_candidates,
     _value_key,
     _warn_fitted_preprocessing,
@@ -216,23 +216,26 @@ def _child_seeds(rng, count, random_state):
 
 
 # -- training candidates -------------------------------------------------------------
-def _fit_candidate(estimator, params, slot, X, y, parent_pid, global_seed=None):
+def _fit_candidate(estimator, params, slot, X, y, parent_pid, steps_seed=None):
     """Fit one candidate; the search has pre-paid its privacy cost.
 
     The candidate charges a fresh, infinite accountant created here (in the
     worker process when run in parallel), which is thrown away: the user's
-    accountant receives the wrapper's single charge instead.  numpy's global
-    generator is seeded with ``global_seed`` for the fit, as for the probes
-    (:func:`~dp_glm_sklearn._randomness._global_seed`).
+    accountant receives the wrapper's single charge instead.  The
+    ``random_state`` its preprocessing steps leave at None are seeded from
+    ``steps_seed`` for the fit, as in the probes (:func:`._slot._step_seeds`),
+    and set back to None after it.
     """
     estimator.set_params(**params)
     estimator.set_params(**{slot.key("accountant"): PrivacyAccountant()})
+    seeds = {} if steps_seed is None else _step_seeds(_preprocessing(estimator), steps_seed)
+    estimator.set_params(**seeds)
     # No warning of a fit is shown, nor numpy's floating-point warnings: a
     # user's step can warn on one private record (a FunctionTransformer's
     # check_inverse, a transform overflowing), after the search's charge.
     # The DP estimator's own warnings (an unused option) were shown before
     # the charge, by _check_public_plans.
-    with np.errstate(all="ignore"), _global_rngs_seeded(global_seed):
+    with np.errstate(all="ignore"):
         if os.getpid() == parent_pid:
             estimator.fit(X, y)  # in the parent's threads: _fit_jobs silences them
         else:
@@ -245,6 +248,7 @@ def _fit_candidate(estimator, params, slot, X, y, parent_pid, global_seed=None):
             # One task at a time per worker process: its filters are its own.
             with silenced():
                 estimator.fit(X, y)
+    estimator.set_params(**dict.fromkeys(seeds))  # the user's None back
     return estimator
 
 
@@ -551,7 +555,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                     "picklable, or use n_jobs=1 or joblib's threading backend.") from None
 
     def _charge(self, accountant, slot, events, source, X, y, candidates, parts, fits, rows,
-                global_seed=None):
+                steps_seed=None):
         """The fit's one charge, made safely; returns :meth:`_prepare`'s ``(X, y, fixed)``
         and the ``(X, y)`` of each of ``rows`` (arrays of row indices).
 
@@ -562,15 +566,15 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         lists the public ``(n_samples, epsilon, delta)`` of the fits to come
         (candidates, chunks, refit).  The ``rows`` (the parts, drawn before)
         are taken before the charge too: they are copies, and a copy too
-        large for memory fails while nothing is spent.  ``global_seed``: that
-        of the fits' preprocessing (:func:`~dp_glm_sklearn._randomness._global_seed`).
+        large for memory fails while nothing is spent.  ``steps_seed``: that
+        of the fits' preprocessing (:func:`~dp_glm_sklearn._randomness._steps_seed`).
         """
-        X, y, fixed = self._prepare(slot, X, y, candidates, parts, fits, global_seed)
+        X, y, fixed = self._prepare(slot, X, y, candidates, parts, fits, steps_seed)
         taken = [(safe_indexing(X, part), safe_indexing(y, part)) for part in rows]
         accountant._record(events, source=source)
         return X, y, fixed, taken
 
-    def _prepare(self, slot, X, y, candidates, parts, fits, global_seed=None):
+    def _prepare(self, slot, X, y, candidates, parts, fits, steps_seed=None):
         """Check everything bad input could break, before the charge.
 
         Returns ``(X, y, fixed)``: X and y made indexable, and the parameters
@@ -646,7 +650,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                 Xt, widths = X, set()
             elif head_key not in heads:
                 Xt, widths = heads[head_key] = _probe_head(head, X, y, parts, dumps, refits,
-                                                           global_seed)
+                                                           steps_seed)
             else:
                 Xt, widths = heads[head_key]
             probe = clone(slot.owner(candidate))
@@ -757,15 +761,15 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         permutation = rng.permutation(n_samples)
         return permutation[n_val:], permutation[:n_val]
 
-    def _fit_all(self, slot, candidates, fixed, X, y, seeds, global_seed):
+    def _fit_all(self, slot, candidates, fixed, X, y, seeds, steps_seed):
         """Fit ``clone(estimator)`` with each candidate's params on (X, y), in parallel."""
         return self._fit_jobs(slot, [(params, fixed, X, y, seed)
                                      for params, seed in zip(candidates, seeds, strict=True)],
-                              global_seed)
+                              steps_seed)
 
-    def _fit_jobs(self, slot, jobs, global_seed):
+    def _fit_jobs(self, slot, jobs, steps_seed):
         """Fit ``clone(estimator)`` once per ``(params, fixed, X, y, seed)``, in parallel,
-        numpy's global generator seeded with ``global_seed`` for each."""
+        numpy's global generator seeded with ``steps_seed`` for each."""
         delayed_jobs = []
         for params, fixed, X, y, seed in jobs:
             extra = {slot.key("random_state"): seed} if slot.has_random_state else {}
@@ -777,7 +781,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             # (the budget keys cannot be in params: _check_grid_keys).
             delayed_jobs.append(delayed(_fit_candidate)(
                 est, {**fixed, **_cloned(params), **extra}, slot, X, y, os.getpid(),
-                global_seed))
+                steps_seed))
         # Silenced here, around all the candidates: the warnings filters are
         # process-wide, so the threading backend's workers are silenced too
         # (_fit_candidate silences a worker process itself).
@@ -828,21 +832,21 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             fits.append((n_samples, plan["refit_epsilon"], plan["refit_delta"]))
         return fits
 
-    def _fit_candidates(self, slot, plan, fixed, jobs, global_seed):
+    def _fit_candidates(self, slot, plan, fixed, jobs, steps_seed):
         """Fit each ``(params, X, y, seed)`` at the plan's candidate budget, pre-paid."""
         budget = {**fixed, slot.key("epsilon"): plan["candidate_epsilon"],
                   slot.key("delta"): plan["candidate_delta"]}
         fitted = self._fit_jobs(slot, [(params, budget, X, y, seed)
-                                       for params, X, y, seed in jobs], global_seed)
+                                       for params, X, y, seed in jobs], steps_seed)
         for est in fitted:
             _check_prepaid(est, slot, plan["mu_candidate"])
         return fitted
 
-    def _refit(self, params, slot, X, y, plan, rng, fixed, global_seed):
+    def _refit(self, params, slot, X, y, plan, rng, fixed, steps_seed):
         fixed = {**fixed, slot.key("epsilon"): plan["refit_epsilon"],
                  slot.key("delta"): plan["refit_delta"]}
         (est,) = self._fit_all(slot, [params], fixed, X, y,
-                               _child_seeds(rng, 1, self.random_state), global_seed)
+                               _child_seeds(rng, 1, self.random_state), steps_seed)
         _check_prepaid(est, slot, plan["mu_refit"])
         return est
 
@@ -1218,7 +1222,6 @@ class DPGridSearchCV(_BaseDPSearch):
     @fit_context(prefer_skip_nested_validation=False)
     @validated_even_if_skipped
     @_clones_draw_nothing
-    @_keeps_global_rngs
     def fit(self, X, y):
         """Train every candidate on the training part and select one privately.
 
@@ -1269,16 +1272,16 @@ class DPGridSearchCV(_BaseDPSearch):
         source = self._ledger_source or f"{type(self).__name__}(K={len(candidates)})"
         accountant = self._check_budget(slot, plan["events"], plan["delta"])
         rng = _release_rng(self.random_state, accountant)
-        global_seed = _global_seed(self.random_state, rng)
+        steps_seed = _steps_seed(self.random_state, rng)
         train, val = self._split(n_samples, rng)  # data-independent: drawn before the charge
         X, y, fixed, [(X_tr, y_tr), (X_val, y_val)] = self._charge(
             accountant, slot, plan["events"], source, X, y, candidates, parts=[(train, val)],
             fits=self._fits(plan, len(train), n_samples), rows=[train, val],
-            global_seed=global_seed)
+            steps_seed=steps_seed)
         seeds = _child_seeds(rng, len(candidates), self.random_state)
         fitted = self._fit_candidates(slot, plan, fixed, [
             (params, X_tr, y_tr, seed) for params, seed in zip(candidates, seeds, strict=True)],
-            global_seed)
+            steps_seed)
 
         utilities, sensitivities = self._validation_utilities(fitted, slot, X_val, y_val)
         best = self._select(utilities, sensitivities, plan["selection_epsilon"], rng)
@@ -1287,7 +1290,7 @@ class DPGridSearchCV(_BaseDPSearch):
         best_estimator = fitted[best]
         if self.refit:
             best_estimator = self._refit(candidates[best], slot, X, y, plan, rng, fixed,
-                                         global_seed)
+                                         steps_seed)
         self.best_index_ = int(best)
         self.best_params_ = dict(candidates[best])
         self.best_estimator_ = _restore_accountant(best_estimator, slot, self.accountant)

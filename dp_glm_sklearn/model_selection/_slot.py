@@ -12,6 +12,7 @@ that learn from the data and of estimator parameters the search overrides.
 
 import inspect
 import re
+import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -364,6 +365,28 @@ def _preprocessing(estimator):
         path += estimator.steps[-1][0] + "__"
         estimator = estimator.steps[-1][1]
     return steps
+
+
+def _step_seeds(steps, seed):
+    """``{parameter path: int}``: a seed for each ``random_state`` left at None in
+    ``steps`` (``(parameter path, step)`` pairs: :func:`_preprocessing`'s, or
+    a :func:`_head`'s ``steps``) and the estimators inside them.
+
+    Each is drawn from ``seed`` (:func:`~dp_glm_sklearn._randomness._steps_seed`)
+    by the step's position and the parameter's path within it, so the same
+    step gets the same seed in a candidate and in its :func:`_head` (whose
+    steps are renamed), in every candidate and the refit.
+    """
+    seeds = {}
+    for position, (path, step) in enumerate(steps):
+        if not isinstance(step, BaseEstimator):
+            continue
+        for key, value in step.get_params(deep=True).items():
+            if value is None and (key == "random_state" or key.endswith("__random_state")):
+                drawn = np.random.SeedSequence(
+                    seed, spawn_key=(position, zlib.crc32(key.encode()))).generate_state(1)
+                seeds[f"{path}__{key}"] = int(drawn[0])
+    return seeds
 
 
 def _head(estimator):

@@ -241,7 +241,10 @@ class PrivacyAccountant:
       ``PrivacyAccountant`` with the same budget and charge it the saved
       events, ``new.spend(saved.events, source="saved ledger")``: what
       follows then composes with them exactly (a new accountant for the
-      epsilon left over would add the two up, which is looser).
+      epsilon left over would add the two up, which is looser).  The new
+      ledger does not know which integer seeds the saved one used: fit with
+      ``random_state=None`` (or seeds not used before), else a fit may draw
+      the noise of an earlier one (docs/randomness.md).
 
     Examples
     --------
@@ -365,7 +368,8 @@ class PrivacyAccountant:
                 "was gone: a saved ledger is read-only, since every load of the same "
                 "file could spend the budget again. To go on, create a new PrivacyAccountant "
                 "with the same budget and charge it this one's events: "
-                "new.spend(saved.events, source='saved ledger') (see 'Copies and processes')."
+                "new.spend(saved.events, source='saved ledger'), and fit with "
+                "random_state=None (see 'Copies and processes')."
             )
         raise RuntimeError(
             "this PrivacyAccountant was copied to another process (process "
