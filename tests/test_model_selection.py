@@ -3613,3 +3613,23 @@ def test_the_random_search_refuses_a_caching_pipeline(clf_data, tmp_path):
     DPGridSearchCV(pipe, {"dp__norm_bound": [1.0, 2.0]}, epsilon=1.0, accountant=acc,
                    random_state=0).fit(X, y)
     assert len(acc.history) == 1
+
+
+def test_a_random_state_meaning_no_shuffle_is_not_seeded(reg_data):
+    # TargetEncoder(shuffle=False) builds KFold(shuffle=False, random_state=...),
+    # which refuses a seed: the search refused the pipeline ("failed on the
+    # data") once every random_state left at None was seeded (review, session 31).
+    from sklearn.preprocessing import TargetEncoder
+
+    X, y = reg_data
+    pipe = Pipeline([("te", TargetEncoder(shuffle=False, random_state=None,
+                                          target_type="continuous")), ("dp", _reg())])
+    acc = PrivacyAccountant()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)  # (it learns from y)
+        DPGridSearchCV(pipe, {"dp__norm_bound": [1.0, 2.0]}, epsilon=1.0, accountant=acc,
+                       random_state=0).fit(X, y)
+    assert len(acc.history) == 1
+    assert _slot._step_seeds(_slot._preprocessing(pipe), 0) == {}
+    shuffled = Pipeline([("te", TargetEncoder(random_state=None)), ("dp", _reg())])
+    assert list(_slot._step_seeds(_slot._preprocessing(shuffled), 0)) == ["te__random_state"]

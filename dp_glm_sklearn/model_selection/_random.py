@@ -299,7 +299,12 @@ class DPRandomizedSearchCV(_BaseDPSearch):
     with 4, 19% with 30).
 
     K is secret from the results, but the running time of ``fit`` grows
-    with K; do not publish it.
+    with K; do not publish it.  Nor can the search hide what the estimator's
+    own code does at each fit outside itself: a preprocessing step drawing
+    from numpy's global generator without a ``random_state`` parameter, or
+    counting its fits in an object shared by its copies, counts the
+    candidates (steps with a ``random_state`` are seeded; callbacks and
+    ``Pipeline`` caching are refused: docs/randomness.md).
 
     Examples
     --------

@@ -769,7 +769,8 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
 
     def _fit_jobs(self, slot, jobs, steps_seed):
         """Fit ``clone(estimator)`` once per ``(params, fixed, X, y, seed)``, in parallel,
-        numpy's global generator seeded with ``steps_seed`` for each."""
+        the preprocessing steps' ``random_state`` left at None seeded from
+        ``steps_seed`` (:func:`_fit_candidate`)."""
         delayed_jobs = []
         for params, fixed, X, y, seed in jobs:
             extra = {slot.key("random_state"): seed} if slot.has_random_state else {}

@@ -381,8 +381,14 @@ def _step_seeds(steps, seed):
     for position, (path, step) in enumerate(steps):
         if not isinstance(step, BaseEstimator):
             continue
-        for key, value in step.get_params(deep=True).items():
-            if value is None and (key == "random_state" or key.endswith("__random_state")):
+        params = step.get_params(deep=True)
+        for key, value in params.items():
+            owner = key[:-len("random_state")]  # "" or "<path>__"
+            if (value is None and (key == "random_state" or key.endswith("__random_state"))
+                    and params.get(owner + "shuffle", True) is not False):
+                # (None is left where it means "no shuffle": scikit-learn's
+                # splitters, and a TargetEncoder(shuffle=False) building
+                # one, refuse a seed without shuffling.)
                 drawn = np.random.SeedSequence(
                     seed, spawn_key=(position, zlib.crc32(key.encode()))).generate_state(1)
                 seeds[f"{path}__{key}"] = int(drawn[0])
