@@ -3633,3 +3633,21 @@ def test_a_random_state_meaning_no_shuffle_is_not_seeded(reg_data):
     assert _slot._step_seeds(_slot._preprocessing(pipe), 0) == {}
     shuffled = Pipeline([("te", TargetEncoder(random_state=None)), ("dp", _reg())])
     assert list(_slot._step_seeds(_slot._preprocessing(shuffled), 0)) == ["te__random_state"]
+
+
+def test_dp_score_refuses_a_noise_scale_that_underflows_before_the_charge():
+    # dp_score computed its own sigma after the charge: at a tiny bound and a
+    # huge epsilon it was exactly 0, and the exact score was released under a
+    # finite GaussianEvent (red-team review, session 31).  It now calibrates
+    # through gdp_sigma (rounded up, refusing 0), before the charge.
+    from dp_glm_sklearn import dp_score
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(2000, 3)) / 3
+    y = 1e-100 * np.tanh(X @ [1.0, -1.0, 0.5])
+    reg = DPLinearRegression(feature_norm=1.0, y_bound=1e-100, norm_bound=1e-100,
+                             accountant=PrivacyAccountant(), random_state=0).fit(X, y)
+    acc = PrivacyAccountant(delta=1e-6)
+    with pytest.raises(ValueError, match="noise scale underflows to 0"):
+        dp_score(reg, X, y, scoring="neg_mean_squared_error", epsilon=1e250, accountant=acc)
+    assert acc.history == []

@@ -15,7 +15,6 @@ model is fixed (trained on other records, or released already): the
 guarantee is for (X, y).
 """
 
-import math
 
 import numpy as np
 from sklearn.base import is_classifier
@@ -25,7 +24,7 @@ from .._base import checked_privacy, warn_large_delta
 from .._randomness import _release_rng
 from .._sklearn_compat import InvalidParameterError, num_samples, safe_indexing
 from ..privacy.accountant import _check_release
-from ..privacy.calibration import gdp_mu
+from ..privacy.calibration import gdp_mu, gdp_sigma
 from ..privacy.events import GaussianEvent
 from ..privacy.noise import add_gaussian_noise
 from ._scores import SCORINGS, _check_scoring, _score_bound, _validation_losses
@@ -200,10 +199,12 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     mu = gdp_mu(epsilon, delta)
     events = [GaussianEvent(mu=mu)]
     bound = _score_bound(estimator, slot, scoring)  # public: the model's bounds
+    # The one calibration (rounded up; refuses a scale that underflows to 0,
+    # which would release the exact score), before the charge.
+    sigma = gdp_sigma(bound / n_samples, mu)
     _check_release(accountant, events, epsilon, delta)  # before the data is read
     rng = _release_rng(random_state, accountant)  # (an unusable random_state fails here)
     losses = _total_losses(estimator, slot, scoring, X, column_or_1d(y), bound)
     accountant._record(events, source=f"dp_score(scoring={scoring!r})")
     score = (1.0 if scoring == "accuracy" else 0.0) - float(np.mean(losses))
-    sigma = (bound / n_samples) / mu if mu < math.inf else 0.0
     return float(add_gaussian_noise(score, sigma, rng))
