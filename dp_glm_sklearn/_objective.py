@@ -186,6 +186,11 @@ def canonical_rows(X):
 _TAME_EXPONENT = 128
 
 
+#: Entries (rows x columns) of the blocks of huge rows tame_exponents_and_norms
+#: reads at once: 8 MB of float64.
+_TAME_BLOCK_ENTRIES = 2**20
+
+
 def _tame_limit(feature_norm):
     return max(float(feature_norm), 1.0) * 2.0**_TAME_EXPONENT
 
@@ -226,26 +231,33 @@ def tame_exponents_and_norms(X, feature_norm):
     limit = _tame_limit(feature_norm)
     if X.dtype != np.float64 or norms.size == 0 or norms.max() <= limit:
         return None, norms
-    rows = np.flatnonzero(norms > limit)
-    sub = X[rows]  # those rows only
-    if sp.issparse(sub):
-        sub = sp.csr_matrix(sub)
-        m = np.zeros(len(rows))
-        np.maximum.at(m, np.repeat(np.arange(len(rows)), np.diff(sub.indptr)),
-                      np.abs(sub.data))
-    else:
-        m = np.maximum(sub.max(axis=1), -sub.min(axis=1))
-    # m * 2**-e in [2, 4) * feature_norm (up to rounding of the logs, which
-    # avoid m / feature_norm = inf).  ldexp is exact, 2**-e itself may
-    # underflow.  The logs only of the rows that are tamed (all have m > 0).
-    e = np.zeros(len(rows), dtype=int)
-    huge = m > limit
-    e[huge] = (np.floor(np.log2(m[huge]) - np.log2(feature_norm)) - 1).astype(int)
-    if not huge.any():
-        return None, norms
+    candidates = np.flatnonzero(norms > limit)
     exponents = np.zeros(norms.shape, dtype=int)
-    exponents[rows] = e
-    norms[rows] = _row_norms_float64(_ldexp_rows(sub, e))
+    # Those rows only, a block at a time (at most about 8 MB of a dense block,
+    # or as many rows of a sparse X): a copy of all of them, after the
+    # charge, could fail there, telling how many rows are huge.
+    per_block = max(1, _TAME_BLOCK_ENTRIES // max(X.shape[1], 1))
+    for first in range(0, len(candidates), per_block):
+        rows = candidates[first:first + per_block]
+        sub = X[rows]
+        if sp.issparse(sub):
+            sub = sp.csr_matrix(sub)
+            m = np.zeros(len(rows))
+            np.maximum.at(m, np.repeat(np.arange(len(rows)), np.diff(sub.indptr)),
+                          np.abs(sub.data))
+        else:
+            m = np.maximum(sub.max(axis=1), -sub.min(axis=1))
+        # m * 2**-e in [2, 4) * feature_norm (up to rounding of the logs, which
+        # avoid m / feature_norm = inf).  ldexp is exact, 2**-e itself may
+        # underflow.  The logs only of the rows that are tamed (all have m > 0).
+        e = np.zeros(len(rows), dtype=int)
+        huge = m > limit
+        e[huge] = (np.floor(np.log2(m[huge]) - np.log2(feature_norm)) - 1).astype(int)
+        if huge.any():
+            exponents[rows] = e
+            norms[rows] = _row_norms_float64(_ldexp_rows(sub, e))
+    if not exponents.any():
+        return None, norms
     return exponents, norms
 
 
@@ -315,14 +327,38 @@ def _row_norms_float64(X, block_rows=2**14):
         return row_norms(X)
     n = X.shape[0]
     if sp.issparse(X):
-        X = X.tocsr()
-        rows = np.repeat(np.arange(n), np.diff(X.indptr))
-        data = X.data.astype(np.float64)
-        return np.sqrt(np.bincount(rows, weights=data * data, minlength=n))
+        return _sparse_row_norms_float64(X.tocsr(), block_rows)
     out = np.empty(n)
     for start in range(0, n, block_rows):
         block = np.asarray(X[start:start + block_rows], dtype=np.float64)
         out[start:start + block_rows] = np.sqrt(np.einsum("ij,ij->i", block, block))
+    return out
+
+
+def _sparse_row_norms_float64(X, block_rows, block_entries=2**20):
+    """:func:`_row_norms_float64` of a CSR X, a block of rows at a time.
+
+    A block holds at most ``block_rows`` rows and ``block_entries`` stored
+    entries (or one row's): the float64 temporaries are bounded by public
+    sizes, not by X's number of non-zeros (they are made after the charge;
+    a copy of all of them could fail there, telling that number).
+    """
+    n, indptr = X.shape[0], X.indptr
+    out = np.zeros(n)
+    start = 0
+    while start < n:
+        stop = int(np.searchsorted(indptr, indptr[start] + block_entries, side="right")) - 1
+        stop = min(max(stop, start + 1), start + block_rows, n)
+        a, b = int(indptr[start]), int(indptr[stop])
+        if b > a:
+            squares = X.data[a:b].astype(np.float64)
+            squares *= squares
+            starts = indptr[start:stop] - a
+            filled = np.diff(indptr[start:stop + 1]) > 0
+            sums = np.zeros(stop - start)
+            sums[filled] = np.add.reduceat(squares, starts[filled])
+            out[start:stop] = np.sqrt(sums)
+        start = stop
     return out
 
 

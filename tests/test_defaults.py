@@ -648,3 +648,48 @@ def test_sparse_row_blocks_are_kept_as_views_and_give_the_same_gradient(huge_row
 class _NeverKept(dict):
     def __setitem__(self, key, value):
         pass
+
+
+def test_row_norms_and_taming_work_in_blocks_bounded_by_public_sizes(monkeypatch):
+    """Float32 sparse norms and the taming of huge rows made arrays the size
+    of X's non-zeros and of all huge rows, after the charge: under a memory
+    limit the failure told those counts (red-team review, session 31).  In
+    blocks they give the same norms and exponents."""
+    X = sp.random(500, 30, density=0.1, format="csr", random_state=2, dtype=np.float64)
+    X.data *= 1e3
+    X.data[X.indptr[7]:X.indptr[9]] = 1e300  # huge rows, tamed
+    X.data[X.indptr[400]] = -1e305
+    X32 = X.copy()
+    X32.data = np.clip(X.data, -3e38, 3e38).astype(np.float32)
+    whole = np.sqrt(np.asarray(X32.astype(np.float64).multiply(X32.astype(np.float64))
+                               .sum(axis=1)).ravel())
+    for block_rows, block_entries in [(2**14, 2**20), (7, 5), (1, 1), (64, 3)]:
+        got = objective_module._sparse_row_norms_float64(X32, block_rows, block_entries)
+        np.testing.assert_allclose(got, whole, rtol=1e-15)
+    assert objective_module._sparse_row_norms_float64(sp.csr_matrix((4, 3)), 2, 2).tolist() \
+        == [0.0] * 4
+    expected = objective_module.tame_exponents_and_norms(X, 1.0)
+    monkeypatch.setattr(objective_module, "_TAME_BLOCK_ENTRIES", 30)  # one row a block
+    blocked = objective_module.tame_exponents_and_norms(X, 1.0)
+    assert expected[0] is not None and np.count_nonzero(expected[0]) == 3
+    np.testing.assert_array_equal(blocked[0], expected[0])
+    np.testing.assert_array_equal(blocked[1], expected[1])
+    dense = X.toarray()
+    np.testing.assert_array_equal(objective_module.tame_exponents_and_norms(dense, 1.0)[0],
+                                  expected[0])
+
+
+@pytest.mark.parametrize("method", ["noisy_gd", "output_perturbation", "jl"])
+def test_the_reserved_memory_counts_the_objectives_row_vectors(method):
+    """A tall, narrow X passed the reservation, was charged, then failed on the
+    objective's n-vectors (norms, scales): they are counted now."""
+    from dp_glm_sklearn.mechanisms import _ROW_VECTORS, working_memory
+
+    sizes = []
+    for n in (10_000, 1_000_000):
+        est = DPLinearRegression(method=method, feature_norm=1.0, y_bound=1.0,
+                                 projection_dim=2 if method == "jl" else None)
+        problem, chosen, calibration = est._public_plan(n, 4, SquaredLoss(), 1.0, 1.0, 1e-6,
+                                                        sparse=True)
+        sizes.append(working_memory(chosen, problem, calibration, sparse=True))
+    assert sizes[1] - sizes[0] >= 8 * _ROW_VECTORS * (1_000_000 - 10_000)

@@ -79,12 +79,17 @@ def draw_public(method, problem, calibration, rng, *, sparse=False):
 #: and temporaries.
 _PASS_VECTORS = _N_GROUPS + 16
 
+#: Vectors of n entries the objective holds or makes once (the row norms,
+#: clipping scales, clipped and augmented norms, the exponents of huge rows).
+_ROW_VECTORS = 6
+
 
 def working_memory(method, problem, calibration, *, sparse=None):
     """Bytes of the largest arrays :func:`train` allocates, from public sizes only.
 
     An estimate (within a small factor) of what a fit needs beyond its data:
-    L-BFGS's ``2 * 30`` pairs and a few more vectors for output
+    the objective's vectors of n entries (norms and clipping scales of the
+    rows), L-BFGS's ``2 * 30`` pairs and a few more vectors for output
     perturbation and the noiseless fit, the per-group partial gradients and
     the step's vectors for the gradient methods, and JL's projection (about
     ``max(16 d, k sqrt(d))`` non-zeros, drawn after the charge by a search's
@@ -95,11 +100,12 @@ def working_memory(method, problem, calibration, *, sparse=None):
     ``sparse=None`` (X's storage not known yet): the larger of the two.
     """
     p = int(np.prod(problem.theta_shape))
+    rows_held = 8 * _ROW_VECTORS * problem.n_samples  # the objective's, every method
     if method in ("output_perturbation", "non_private"):
-        return 8 * (2 * LBFGS_PAIRS + 16) * p
+        return rows_held + 8 * (2 * LBFGS_PAIRS + 16) * p
     k, d = calibration.params.get("projection_dim"), problem.n_features
     if method != "jl" or k == d:  # (k = d: JL projects nothing, it is Noisy GD)
-        return 8 * _PASS_VECTORS * p
+        return rows_held + 8 * _PASS_VECTORS * p
     projected = calibration.params["problem"]
     if sparse is None:
         return max(working_memory(method, problem, calibration, sparse=flag)
@@ -114,8 +120,8 @@ def working_memory(method, problem, calibration, *, sparse=None):
         rows = 4 * n + (groups + 3) * p
     else:
         rows = n * k
-    return int(8 * (_PASS_VECTORS * np.prod(projected.theta_shape) + p
-                    + rows + 3 * nonzeros))
+    return int(rows_held + 8 * (_PASS_VECTORS * np.prod(projected.theta_shape) + p
+                                + rows + 3 * nonzeros))
 
 
 def reserve_working_memory(method, problem, calibration, *, sparse=None, copies=1):
