@@ -378,7 +378,8 @@ def _categories(dtype):
 
 
 def _temporal_categories(categories):
-    """Whether pandas categories (an Index) are, or hold, dates, times or durations."""
+    """Whether pandas categories (an Index) are, or hold, dates, times, durations,
+    periods or intervals."""
     return _temporal(categories.dtype) or (
         _of_python_objects(categories.dtype)
         and _holds_temporal_objects(np.asarray(categories, dtype=object)))

@@ -213,7 +213,7 @@ def _refuse_callbacks(estimator):
     preprocessing steps fitted on each part of the data (probes included),
     none of which is released otherwise.
     """
-    for part in [estimator, *estimator.get_params(deep=True).values()]:
+    for part in _parts(estimator):
         callbacks = getattr(part, "_skl_callbacks", None) if isinstance(part, BaseEstimator) \
             else None
         if callbacks:
@@ -230,7 +230,7 @@ def _refuse_caching(estimator):
     """Refuse a Pipeline that caches its fitted steps (``memory``), inside
     ``estimator`` too: the cache keeps one entry per distinct step fitted, so
     its size counts the random search's secret number of candidates."""
-    for part in [estimator, *estimator.get_params(deep=True).values()]:
+    for part in _parts(estimator):
         if isinstance(part, Pipeline) and part.memory is not None:
             raise ValueError(
                 "DPRandomizedSearchCV: a Pipeline in the searched estimator caches its fitted "
@@ -248,7 +248,7 @@ def _failing_parameter(exc):
 def _check_parameters(estimator, owner):
     """scikit-learn's declarative checks of every step of ``estimator`` that
     has them, and the DP estimator ``owner``'s label bound."""
-    for part in [estimator, *estimator.get_params(deep=True).values()]:
+    for part in _parts(estimator):
         if isinstance(part, BaseEstimator) and hasattr(part, "_parameter_constraints"):
             validate_params(part)
     if hasattr(owner, "_y_interval") and not is_classifier(owner):
