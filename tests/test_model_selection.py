@@ -648,7 +648,8 @@ def test_workers_copy_read_only_parts_for_preprocessing_steps_only(monkeypatch):
         copied.clear()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PrivacyLeakWarning)
-            _search._fit_candidate(clone(estimator), {}, slot, X, y, parent_pid=-1)
+            _search._fit_candidate(clone(estimator), {}, slot, X, y, parent_pid=-1,
+                                   steps_seed=None)
         assert len(copied) == expected
 
 
@@ -1161,7 +1162,7 @@ def test_a_candidate_fitted_in_a_worker_process_shows_no_warning(reg_data):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         _search._fit_candidate(pipe, {"m__epsilon": 1.0}, _slot._find_dp_slot(pipe), *reg_data,
-                               parent_pid=-1)
+                               parent_pid=-1, steps_seed=None)
         assert caught == []
         warnings.warn("shown", UserWarning, stacklevel=1)  # the caller's filters are back
     assert [str(w.message) for w in caught] == ["shown"]

@@ -58,7 +58,7 @@ def _usable_output(Xt, n_features=None):
     return Xt.shape[1]
 
 
-def _probe_head(head, X, y, parts, dumps=None, refit=False, steps_seed=None):
+def _probe_head(head, X, y, parts, dumps, refit, steps_seed):
     """Fit the preprocessing ``head`` on X and on each training part.
 
     Returns ``(Xt, widths)``: X transformed, and the numbers of features the

@@ -216,7 +216,7 @@ def _child_seeds(rng, count, random_state):
 
 
 # -- training candidates -------------------------------------------------------------
-def _fit_candidate(estimator, params, slot, X, y, parent_pid, steps_seed=None):
+def _fit_candidate(estimator, params, slot, X, y, parent_pid, steps_seed):
     """Fit one candidate; the search has pre-paid its privacy cost.
 
     The candidate charges a fresh, infinite accountant created here (in the
@@ -555,7 +555,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                     "picklable, or use n_jobs=1 or joblib's threading backend.") from None
 
     def _charge(self, accountant, slot, events, source, X, y, candidates, parts, fits, rows,
-                steps_seed=None):
+                steps_seed):
         """The fit's one charge, made safely; returns :meth:`_prepare`'s ``(X, y, fixed)``
         and the ``(X, y)`` of each of ``rows`` (arrays of row indices).
 
@@ -574,7 +574,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         accountant._record(events, source=source)
         return X, y, fixed, taken
 
-    def _prepare(self, slot, X, y, candidates, parts, fits, steps_seed=None):
+    def _prepare(self, slot, X, y, candidates, parts, fits, steps_seed):
         """Check everything bad input could break, before the charge.
 
         Returns ``(X, y, fixed)``: X and y made indexable, and the parameters
