@@ -10,6 +10,7 @@ and decides nothing but whether the fit goes on.
 """
 
 import datetime
+import re
 import types
 
 import numpy as np
@@ -47,8 +48,19 @@ def _validate_data_quietly(estimator, *args, **kwargs):
             return validate_data(estimator, *args, **kwargs)
     except (ValueError, TypeError) as exc:
         error = _unquoted(exc, name)
-        if error is None:
+        # numpy's "could not convert string to float" and pandas' "Cannot cast
+        # str dtype to float64" (a frame of extension dtypes): name the columns.
+        columns = (_non_numeric_columns(args[0]) if args and re.match(
+            r"could not convert|Cannot cast \S+ dtype to float", str(exc)) else [])
+        if error is None and not columns:
             raise
+        if columns:
+            error = ValueError(
+                f"{name}: X must be numeric; a value could not be converted to float "
+                "(not shown here: it is a value of the data). Columns of X whose dtype "
+                f"is not numeric: {', '.join(columns)}. Encode them as numbers first, "
+                "with public parameters (OneHotEncoder(categories=[...]) for categories: "
+                "user guide section 6).")
     raise error
 
 
@@ -312,6 +324,41 @@ def _disguised_kinds(values, kinds):
     return disguised
 
 
+def _schema(data):
+    """``[(column name or None, dtype), ...]`` of a pandas, polars or pyarrow
+    frame, or ``[(name, dtype)]`` of one array or Series; None for other data.
+    The schema, not the values: the same for neighbouring data sets."""
+    dtypes = getattr(data, "dtypes", None)  # a pandas DataFrame
+    schema = getattr(data, "schema", None)
+    if hasattr(dtypes, "items"):
+        return list(dtypes.items())
+    if hasattr(schema, "items"):  # a polars DataFrame
+        return list(schema.items())
+    if hasattr(schema, "names") and hasattr(schema, "types"):  # a pyarrow Table
+        return list(zip(schema.names, schema.types, strict=True))
+    if hasattr(data, "dtype"):
+        return [(getattr(data, "name", None), data.dtype)]
+    return None
+
+
+def _non_numeric_columns(data):
+    """Names and dtypes of the columns of a frame whose dtype is not numeric
+    (objects, strings, categories), as ``"'city' (category)"``; [] for other data."""
+    columns = _schema(data)
+    if not columns or (len(columns) == 1 and columns[0][0] is None):
+        return []
+    shown = []
+    for column, dtype in columns:
+        try:
+            numeric = np.dtype(dtype).kind in "biuf"
+        except TypeError:  # pandas' extension, polars' and pyarrow's dtypes
+            numeric = bool(getattr(dtype, "_is_numeric", False)) or (
+                callable(getattr(dtype, "is_numeric", None)) and dtype.is_numeric())
+        if not numeric:
+            shown.append(f"{column!r} ({dtype})")
+    return shown
+
+
 def _refuse_temporal(data, name, what):
     """Refuse dates, durations, periods and intervals in X or y, naming the column.
 
@@ -324,19 +371,10 @@ def _refuse_temporal(data, name, what):
     the conversion to numbers reads them (a list as an array of its
     objects, by :func:`_dtyped`).
     """
-    dtypes = getattr(data, "dtypes", None)  # a pandas DataFrame
-    schema = getattr(data, "schema", None)
-    frame = hasattr(dtypes, "items")
-    polars_frame = not frame and hasattr(schema, "items")
-    if frame:
-        columns = list(dtypes.items())
-    elif polars_frame:
-        columns = list(schema.items())
-    elif hasattr(schema, "names") and hasattr(schema, "types"):  # a pyarrow Table
-        columns = list(zip(schema.names, schema.types, strict=True))
-    elif hasattr(data, "dtype"):
-        columns = [(getattr(data, "name", None), data.dtype)]
-    else:
+    frame = hasattr(getattr(data, "dtypes", None), "items")  # a pandas DataFrame
+    polars_frame = not frame and hasattr(getattr(data, "schema", None), "items")
+    columns = _schema(data)
+    if columns is None:
         return
     # Columns of objects are looked at in one block (one pass, however many
     # columns), and one by one only to name the culprit.  A pandas categorical

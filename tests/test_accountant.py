@@ -789,3 +789,27 @@ def test_affordable_epsilon_for_several_fits():
     for bad in (0, -1, 1.5, True, "2"):
         with pytest.raises(ValueError, match="n_fits must be an int >= 1"):
             acc.affordable_epsilon(n_fits=bad)
+
+
+def test_refusal_points_to_affordable_epsilon_not_to_the_excess():
+    # Four fits at epsilon 1 under a budget of 2.2 (delta 1e-6): the fifth
+    # overshoots by 0.2, but a fit at 0.8 is refused too (composition is
+    # sub-additive, not linear); the message names the method that answers.
+    acc = PrivacyAccountant(epsilon=2.2, delta=1e-6)
+    fit = GaussianEvent(mu=gdp_mu(1.0, 1e-6))
+    for _ in range(4):
+        acc.spend(fit)
+    with pytest.raises(BudgetExceededError, match=r"over the budget by 0\.2\. .*"
+                       r"affordable_epsilon\(\)"):
+        acc.spend(fit)
+    with pytest.raises(BudgetExceededError):
+        acc.spend(GaussianEvent(mu=gdp_mu(0.8, 1e-6)))
+    best = acc.affordable_epsilon()
+    assert 0.45 < best < 0.55
+    acc.spend(GaussianEvent(mu=gdp_mu(best, 1e-6)))
+    assert len(acc.history) == 5
+    # A pure-DP budget (delta 0) has no Gaussian fit to offer: no such hint.
+    pure = PrivacyAccountant(epsilon=1.0, delta=0)
+    with pytest.raises(BudgetExceededError) as info:
+        pure.spend(PureDPEvent(1.5))
+    assert "affordable_epsilon" not in str(info.value)

@@ -510,3 +510,26 @@ def test_a_refusal_explains_a_release_asked_for_at_a_larger_delta(data, kind):
     with pytest.raises(BudgetExceededError) as info:
         make(PrivacyAccountant(epsilon=1.0, delta=0.0), None).fit(X, y)
     assert "admits no Gaussian release" in str(info.value) and "Note" not in str(info.value)
+
+
+def test_a_saved_session_resumes_by_attaching_the_new_ledger(data):
+    # A model saved with its ledger holds the read-only copy after loading; the
+    # refusal says how to go on (a new ledger, attached with set_params), and
+    # that way the next fit is charged once, to the new ledger, with the old.
+    import gc
+
+    X, y = data
+    acc = PrivacyAccountant(epsilon=3.0, delta=1e-6)
+    model = _clf(acc).fit(X, y)
+    blob = pickle.dumps((acc, model))
+    del acc, model
+    gc.collect()
+    saved, model = pickle.loads(blob)
+    assert model.accountant is saved and saved.detached
+    with pytest.raises(RuntimeError, match=r"set_params\(accountant=new\)"):
+        model.fit(X, y)
+    resumed = PrivacyAccountant(epsilon=saved.epsilon, delta=saved.delta)
+    resumed.spend(saved.events, source="saved ledger")
+    model.set_params(accountant=resumed, random_state=None).fit(X, y)
+    assert len(resumed.history) == 2 and len(saved.history) == 1
+    assert resumed.spent()[0] > saved.spent()[0]

@@ -13,10 +13,14 @@ must be equal.
 import contextlib
 import io
 import pathlib
+import pickle
 import re
 import statistics
+import sys
+import types
 import warnings
 
+import numpy as np
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -232,3 +236,15 @@ def test_the_demo_prints_its_table_and_refuses_counts_below_one(capsys):
                 main(["demo", option, value])
             assert info.value.code == 2
             assert "must be an integer >= 1" in capsys.readouterr().err
+
+
+def test_user_guide_pipeline_pickles(executed, monkeypatch):
+    # Section 6's pipeline is pickled like any estimator (the guide said so, and
+    # its FunctionTransformer held a lambda, which pickle refuses).
+    _, ns, _ = block_with(executed["docs/user_guide.md"], "def scale_rows")
+    module = types.ModuleType("__docs__")  # where the blocks' functions live
+    module.__dict__.update(ns)
+    monkeypatch.setitem(sys.modules, "__docs__", module)
+    pipe = ns["pipe"]
+    restored = pickle.loads(pickle.dumps(pipe))
+    np.testing.assert_array_equal(restored.predict(ns["X_test"]), pipe.predict(ns["X_test"]))

@@ -961,6 +961,26 @@ def test_a_value_that_is_not_a_number_is_not_quoted(where):
         assert "alice" not in str(info.value)
 
 
+def test_a_frame_that_is_not_numeric_names_its_columns_not_their_values():
+    # "a value could not be converted" did not say which column; the names and
+    # dtypes of a frame's columns are its schema, public, and are named (the
+    # values are not).  Numeric extension dtypes (Int64, boolean) are not named.
+    pd = pytest.importorskip("pandas")
+    X = pd.DataFrame({"age": [31.0, 45.0, 62.0, 28.0],
+                      "city": pd.Categorical(["alice-91234", "b", "c", "b"]),
+                      "n": pd.array([1, 2, None, 4], dtype="Int64").fillna(0),
+                      "flag": pd.array([True, False, True, True], dtype="boolean")})
+    acc = PrivacyAccountant(epsilon=5.0)
+    with pytest.raises(ValueError, match=r"Columns of X whose dtype is not numeric: 'city' "
+                       r"\(category\)\. Encode them") as info:
+        DPLinearRegression(y_bound=1.0, accountant=acc).fit(X, [0.1, 0.2, 0.3, 0.4])
+    assert "alice" not in str(info.value) and acc.history == []
+    # A plain array of objects has no columns to name: the general message.
+    with pytest.raises(ValueError, match="X and y must be numeric") as info:
+        DPLinearRegression(y_bound=1.0, accountant=acc).fit(X.to_numpy(), [0.1, 0.2, 0.3, 0.4])
+    assert "Columns" not in str(info.value) and "alice" not in str(info.value)
+
+
 @pytest.mark.parametrize("kind", ["1-D X", "scalar X", "complex X", "complex y"])
 def test_data_of_the_wrong_shape_or_type_are_not_quoted(kind):
     # scikit-learn's "Expected 2D array, got 1D array instead: array=[...]",

@@ -124,8 +124,11 @@ _PARAMS_TAIL = """random_state : int, RandomState instance, Generator or None, d
 
     accountant : PrivacyAccountant, default=None
         Accountant charged by every ``fit``, of this estimator and of every
-        clone of it (``GridSearchCV``, ``cross_val_score``). ``None`` uses the
-        process-wide default accountant (infinite budget)."""
+        clone of it (``GridSearchCV``, ``cross_val_score``; give these a
+        data-independent split, ``cv=KFold(5)``: a classifier's default
+        ``cv=5`` stratifies on the labels, which puts the folds outside the
+        guarantee, user guide section 4). ``None`` uses the process-wide
+        default accountant (infinite budget)."""
 
 _SHARED_ATTRIBUTES = """n_features_in_ : int
         Number of features seen during fit.

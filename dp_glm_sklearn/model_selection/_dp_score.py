@@ -107,7 +107,7 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
         error of the predictions clipped to the regressor's ``y_bound``
         (bound: the range or its square).  ``None``: ``"accuracy"`` for a
         classifier, ``"neg_mean_absolute_error"`` for a regressor.
-    epsilon : float in (0, inf], default=1.0
+    epsilon : float in (0, 1e300] or inf, default=1.0
         Privacy budget of this release; ``inf`` releases the score without
         noise, which only an accountant with an infinite budget accepts.
     delta : float in (0, 1) or None, default=None

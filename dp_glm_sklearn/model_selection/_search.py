@@ -475,7 +475,8 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         raise AttributeError(
             f"{type(self).__name__} has no best_score_: a validation score computed "
             "without noise is not private, so none is kept (nor any in cv_results_). "
-            "Score best_estimator_ on held-out data instead.")
+            "To score the chosen model on held-out private data, release the score with "
+            "noise: dp_score(search, X_test, y_test, epsilon=..., accountant=...).")
 
     #: True for the search norm_bound="auto" runs: its estimator warned already.
     _inner = False
@@ -980,7 +981,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
 
     @available_if(_search_estimator_has("score"))
     def score(self, X, y, sample_weight=None):
-        """Score of the chosen estimator on (X, y), by the search's ``scoring``.
+        """Score of the chosen estimator on (X, y), by ``scoring``.
 
         With ``scoring=None``, the chosen estimator's own ``score`` (R^2 or
         accuracy), as scikit-learn's searches do.  Otherwise the score the
@@ -989,7 +990,10 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         losses clipped at their bound; see ``scoring``), weighted by
         ``sample_weight`` if given.
 
-        Not private with respect to (X, y): score public or held-out test data.
+        Released without noise: a statistic of (X, y), with no guarantee for
+        them.  Score public data here; for a held-out part of the private
+        data use ``dp_score(search, X_test, y_test, epsilon=..., accountant=...)``,
+        which adds noise and charges it.
 
         Parameters
         ----------

@@ -162,6 +162,15 @@ def _restore_accountant(uid, home, state):
         return accountant
 
 
+#: The refusal's hint when no other applies: releases compose sub-additively,
+#: so cutting a request by the excess does not make it fit (or fits it with
+#: room to spare); affordable_epsilon bisects with this very check.
+_AFFORDABLE_HINT = (
+    " Releases do not add up linearly, so lowering this request's epsilon by that "
+    "excess is not the way to fit it: accountant.affordable_epsilon() gives the "
+    "largest epsilon of one more fit (n_fits=k for k folds) this budget accepts.")
+
+
 class PrivacyAccountant:
     """A privacy budget and the ledger of the releases charged to it.
 
@@ -368,8 +377,10 @@ class PrivacyAccountant:
                 "was gone: a saved ledger is read-only, since every load of the same "
                 "file could spend the budget again. To go on, create a new PrivacyAccountant "
                 "with the same budget and charge it this one's events: "
-                "new.spend(saved.events, source='saved ledger'), and fit with "
-                "random_state=None (see 'Copies and processes')."
+                "new.spend(saved.events, source='saved ledger'); attach it to each "
+                "estimator or search saved with this one (model.set_params(accountant=new), "
+                "in a Pipeline '<step>__accountant'), and fit with random_state=None "
+                "(see 'Copies and processes')."
             )
         raise RuntimeError(
             "this PrivacyAccountant was copied to another process (process "
@@ -425,6 +436,8 @@ class PrivacyAccountant:
             elif math.isinf(cost) and _has_infinite_epsilon(events):
                 hint = (" A release with epsilon=inf (no noise) fits only a budget of "
                         "epsilon=inf: PrivacyAccountant(epsilon=numpy.inf) records it.")
+            if not hint and self._delta > 0:
+                hint = _AFFORDABLE_HINT
             raise BudgetExceededError(
                 f"privacy budget exceeded: budget (epsilon={self._epsilon:.6g}, "
                 f"delta={self._delta:.3g}); already spent "
