@@ -3305,6 +3305,7 @@ def test_dp_score_noise_has_the_stated_spread(clf_data):
     assert abs(np.mean(scores) - clf.score(X[800:], y[800:])) < 5 * sigma / np.sqrt(400)
 
 
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
 def test_dp_score_refuses_before_reading_the_data(clf_data, reg_data):
     from dp_glm_sklearn import BudgetExceededError, dp_score
 
@@ -3333,9 +3334,18 @@ def test_dp_score_refuses_before_reading_the_data(clf_data, reg_data):
     with pytest.raises(ValueError, match="same number of rows"):
         dp_score(clf, X[800:], y[801:], accountant=acc)
     # Rows as lists of the wrong width were charged, every row scored as the
-    # bound (final review): refused before, like an array's.
-    with pytest.raises(ValueError, match="X has 3 features"):
-        dp_score(clf, X[800:, :3].tolist(), y[800:], accountant=acc)
+    # bound (final review); then refused by the width of the first row, so that
+    # one record decided whether dp_score raised (session 32 red-team). A list
+    # is refused by its type, whatever its rows hold.
+    for rows in (X[800:, :3].tolist(), X[800:].tolist()):
+        with pytest.raises(TypeError, match="needs X as an array.*got a list"):
+            dp_score(clf, rows, y[800:], accountant=acc)
+    # Other layouts the model cannot score, refused before the charge (a score
+    # of bounds was charged): np.matrix, 1-D, 3-D, text.
+    for bad, error in ((np.asmatrix(X[800:]), TypeError), (X[800:, 0], ValueError),
+                       (X[800:, :, None], ValueError), (X[800:].astype(str), ValueError)):
+        with pytest.raises(error, match="Nothing was charged|nothing was charged"):
+            dp_score(clf, bad, y[800:], accountant=acc)
     # An unusable random_state fails before the data is read.
     with pytest.raises((TypeError, ValueError)):
         dp_score(clf, Unreadable(), y[800:], epsilon=0.1, accountant=acc, random_state="x")
@@ -3397,6 +3407,50 @@ def test_dp_score_takes_one_loss_per_record_whatever_the_records_hold(clf_data, 
     errors[5] = 1.0
     assert dp_score(pipe, test, y[800:], accountant=acc) == pytest.approx(1 - errors.mean())
     assert len(acc.history) == spent + 2
+
+
+@pytest.mark.filterwarnings("ignore::scipy.sparse.SparseEfficiencyWarning")
+@pytest.mark.parametrize("fmt", ["coo", "dia", "bsr", "csc"])
+def test_dp_score_on_sparse_formats_bounds_only_the_failing_record(clf_data, monkeypatch, fmt):
+    # COO, DIA and BSR rows cannot be indexed one at a time: when one record's
+    # loss failed (a NaN), every record counted as the bound, and neighbouring
+    # test sets scored 0.985 and 0.002 (red-team, session 32). X is made CSR.
+    import scipy.sparse as sp
+
+    from dp_glm_sklearn import dp_score
+    from dp_glm_sklearn.model_selection import _dp_score as module
+
+    monkeypatch.setattr(module, "add_gaussian_noise", lambda value, sigma, rng: value)
+    X, y = clf_data
+    clf = _clf(random_state=0, accountant=PrivacyAccountant()).fit(X[:800], y[:800])
+    acc = PrivacyAccountant()
+    bad = X[800:].copy()
+    bad[3] = np.nan
+    errors = (clf.predict(X[800:]) != y[800:]).astype(float)
+    clean = 1 - errors.mean()
+    errors[3] = 1.0
+    for test, expected in ((X[800:], clean), (bad, 1 - errors.mean())):
+        assert dp_score(clf, sp.csr_matrix(test).asformat(fmt), y[800:],
+                        accountant=acc) == pytest.approx(expected)
+    assert len(acc.history) == 2
+
+
+def test_dp_score_refuses_frames_whose_columns_differ_from_the_models(clf_data):
+    # clf.score refuses reordered or renamed columns; dp_score charged and
+    # scored the columns as given (red-team, session 32).
+    pd = pytest.importorskip("pandas")
+    from dp_glm_sklearn import dp_score
+
+    X, y = clf_data
+    frame = pd.DataFrame(X, columns=["a", "b", "c", "d"])
+    clf = _clf(random_state=0, accountant=PrivacyAccountant()).fit(frame[:800], y[:800])
+    acc = PrivacyAccountant()
+    for bad in (frame[["d", "c", "b", "a"]], frame.rename(columns={"a": "z"})):
+        with pytest.raises(ValueError, match="column names of X differ"):
+            dp_score(clf, bad[800:], y[800:], accountant=acc)
+    assert acc.history == []
+    dp_score(clf, frame[800:], y[800:], accountant=acc)
+    assert len(acc.history) == 1
 
 
 class _CollectingCallback:

@@ -17,6 +17,7 @@ guarantee is for (X, y).
 
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
@@ -32,16 +33,50 @@ from ._search import _BaseDPSearch
 from ._slot import _find_dp_slot
 
 
-def _width(X):
-    """The number of columns of X (public, like its shape), or None if not told."""
+def _checked_layout(estimator, X):
+    """X, its layout checked against the model before the charge (public facts).
+
+    The layout of an array, a sparse matrix or a frame (its dimensions,
+    width, text dtype, column names) is its schema, the same for
+    neighbouring data sets: a layout the model cannot score is refused here,
+    as ``estimator.score`` would refuse it, instead of charging for a score
+    in which every record counts as the bound.  Sparse X is returned as CSR,
+    whose rows :func:`_total_losses` can take one at a time (COO, DIA and
+    BSR cannot be indexed by row: every record counted as the bound the
+    moment one failed).  A list of rows has no schema, only records: its
+    width read from the first record made that one record decide whether
+    dp_score raised, and not reading it charged for a score of bounds; it
+    is refused, by its type, for the caller to convert.
+    """
+    if isinstance(X, np.matrix):
+        raise TypeError("dp_score does not take np.matrix; convert X with np.asarray. "
+                        "Nothing was charged.")
+    if sp.issparse(X):
+        X = X.tocsr()
     shape = getattr(X, "shape", None)
-    if shape is not None:
-        return int(shape[1]) if len(shape) == 2 else None
-    try:
-        first = X[0]
-        return None if isinstance(first, (str, bytes)) else len(first)
-    except (TypeError, IndexError, KeyError):
-        return None
+    if shape is None:
+        raise TypeError(
+            f"dp_score needs X as an array, a sparse matrix or a data frame, whose layout "
+            f"is checked against the model before the charge; got a {type(X).__name__}. "
+            "Convert it first (np.asarray(X)). Nothing was charged.")
+    if len(shape) != 2:
+        raise ValueError(f"dp_score needs X of shape (n_samples, n_features); got an X of "
+                         f"{len(shape)} dimension(s); nothing was charged.")
+    if getattr(getattr(X, "dtype", None), "kind", None) in ("U", "S"):
+        raise ValueError("dp_score: X is an array of text; X must hold numbers. Nothing "
+                         "was charged.")
+    expected = getattr(estimator, "n_features_in_", None)
+    if expected is not None and int(shape[1]) != expected:
+        raise ValueError(f"X has {int(shape[1])} features, but the model was fitted on "
+                         f"{expected}; nothing was charged.")
+    names = getattr(estimator, "feature_names_in_", None)
+    columns = getattr(X, "columns", None)
+    if names is not None and columns is not None and (
+            [str(c) for c in columns] != [str(c) for c in names]):
+        raise ValueError("dp_score: the column names of X differ from those the model was "
+                         f"fitted on ({list(names)}), or are in another order; nothing "
+                         "was charged.")
+    return X
 
 
 def _total_losses(estimator, slot, scoring, X, y, bound):
@@ -96,7 +131,10 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
         (centring them on their mean, say) lets one record move the others'
         losses, beyond the sensitivity the noise is for.
     X : array-like of shape (n_samples, n_features)
-        The private evaluation rows.  ``n_samples`` is public.
+        The private evaluation rows.  ``n_samples`` is public, and so is the
+        layout of an array, sparse matrix or frame (its width, column names
+        and dtype), checked against the model before the charge.  A list of
+        rows is refused (its layout is its records': convert it first).
     y : array-like of shape (n_samples,)
         Their labels.
     scoring : {"accuracy", "loss", "neg_mean_absolute_error", \
@@ -188,11 +226,7 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     if not (len(y_shape) == 1 or (len(y_shape) == 2 and y_shape[1] == 1)):
         raise ValueError(f"dp_score needs y of shape (n_samples,) or (n_samples, 1); got "
                          f"shape {y_shape}.")
-    expected = getattr(estimator, "n_features_in_", None)
-    width = _width(X)
-    if expected is not None and width is not None and width != expected:
-        raise ValueError(f"X has {width} features, but the model was fitted on "
-                         f"{expected}; nothing was charged.")
+    X = _checked_layout(estimator, X)
     epsilon, delta = checked_privacy("dp_score", epsilon, delta, n_samples,
                                      lambda: accountant.delta)
     warn_large_delta(None, delta, n_samples, name="dp_score")
