@@ -41,8 +41,8 @@ def _validate_data_quietly(estimator, *args, **kwargs):
         if what == "X" and getattr(getattr(data, "dtype", None), "kind", None) in ("U", "S"):
             # scikit-learn's own check (dtype="numeric") refuses text arrays;
             # the float dtypes asked for here would convert "1.5" silently.
-            raise ValueError(f"{name}: X is an array of text (dtype {data.dtype}); X must "
-                             "hold numbers. Convert it to numbers explicitly first.")
+            raise ValueError(f"{name}: X is an array of text; X must hold numbers. Convert "
+                             "it to numbers explicitly first.")
     try:
         with np.errstate(all="ignore"):
             return validate_data(estimator, *args, **kwargs)
@@ -62,6 +62,12 @@ def _validate_data_quietly(estimator, *args, **kwargs):
                 "with public parameters (OneHotEncoder(categories=[...]) for categories: "
                 "user guide section 6).")
     raise error
+
+
+def shown_dtype(dtype):
+    """``dtype`` as an error message may show it: numpy's text dtypes without
+    their width (``<U16``: the length of the longest value, data)."""
+    return "text" if getattr(dtype, "kind", None) in ("U", "S") else str(dtype)
 
 
 def _dtyped(data, name, what):

@@ -1518,6 +1518,23 @@ def test_text_arrays_are_refused_like_scikit_learns(dtype):
         fitted.predict(X)
 
 
+def test_text_errors_do_not_show_the_width_of_the_longest_value():
+    # numpy sizes a text dtype to the longest value ("<U16"); the errors quoted
+    # it, so a neighbouring data set with one longer value read differently
+    # (red-team, session 32).
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    messages = set()
+    for longest in ("1.5", "1.5 (estimated)"):
+        y = np.array(["1.0"] * 5 + [longest])
+        with pytest.raises(ValueError, match="y must be numeric") as y_error:
+            DPLinearRegression(y_bound=2.0, accountant=PrivacyAccountant()).fit(X, y)
+        text = np.array([["0.1", "0.2"]] * 5 + [["0.3", longest]])
+        with pytest.raises(ValueError, match="X is an array of text") as x_error:
+            DPLinearRegression(y_bound=2.0, accountant=PrivacyAccountant()).fit(text, X[:, 0])
+        messages.add((str(y_error.value), str(x_error.value)))
+    assert len(messages) == 1
+
+
 def test_a_categorical_column_is_judged_by_its_categories(monkeypatch):
     # Its values were copied to objects and scanned at every fit and predict
     # (38 ms a million rows; profiling review, session 31); its categories

@@ -11,6 +11,7 @@ from .._base import _BaseDPGLM
 from .._doc import format_doc
 from .._sklearn_compat import Interval, InvalidParameterError
 from .._warn import silenced, warn_user
+from .._validation import shown_dtype
 from ..losses import HuberLoss, LogisticLoss, MultinomialLoss, SquaredLoss
 from ..privacy.accountant import PrivacyLeakWarning
 
@@ -261,7 +262,8 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
         self._y_interval()  # a malformed y_bound raises before any charge
         if not (np.issubdtype(y.dtype, np.number) or y.dtype == bool):
             # validate_data converts object arrays only; strings would fail later.
-            raise ValueError(f"y must be numeric for {type(self).__name__}; got dtype {y.dtype}.")
+            raise ValueError(f"y must be numeric for {type(self).__name__}; got dtype "
+                             f"{shown_dtype(y.dtype)}.")
 
     def _public_loss(self, classes=None):
         """``(loss, y_bound, y_offset)``: labels are centred on the public interval."""
