@@ -341,6 +341,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         except BaseException:
             self.__dict__.clear()
             self.__dict__.update(state)
+            accountant._give_back_streams()  # a stream taken before a refusal, if any
             raise
         return self
 

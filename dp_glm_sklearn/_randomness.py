@@ -6,6 +6,7 @@ estimator (clones, pickled copies in worker processes, forked children) do
 not replay the same noise (docs/randomness.md).
 """
 
+import contextlib
 import functools
 import os
 import threading
@@ -53,6 +54,19 @@ def _release_rng(random_state, accountant):
             return np.random.default_rng(
                 np.random.SeedSequence(int(random_state), spawn_key=(_STREAM_TAG, stream)))
     return _rng(random_state)
+
+
+@contextlib.contextmanager
+def _streams_given_back_if_refused(accountant):
+    """Around a release from :func:`_release_rng` up to its charge: if the
+    block raises before the charge (the data refused, say), the seed stream
+    it took is given back (``PrivacyAccountant._give_back_streams``), so the
+    next fit with that seed draws what it would on a fresh accountant."""
+    try:
+        yield
+    except BaseException:
+        accountant._give_back_streams()
+        raise
 
 
 #: Tags the seed of the preprocessing steps in a wrapper's fits (``_steps_seed``).

@@ -533,3 +533,72 @@ def test_a_saved_session_resumes_by_attaching_the_new_ledger(data):
     model.set_params(accountant=resumed, random_state=None).fit(X, y)
     assert len(resumed.history) == 2 and len(saved.history) == 1
     assert resumed.spent()[0] > saved.spent()[0]
+
+
+@pytest.mark.parametrize("kind", ["estimator", "auto", "grid", "random", "boosting", "dp_score"])
+def test_a_refused_release_leaves_the_seeds_streams_as_they_were(data, kind, monkeypatch):
+    # A release refused before its charge (NaN in X) took its integer seed's
+    # stream all the same, so the corrected fit that followed drew another
+    # stream than the same fit on a fresh accountant (red-team, session 32).
+    from dp_glm_sklearn import DPConfidenceBoosting, DPGridSearchCV, dp_score
+    from dp_glm_sklearn.model_selection import _dp_score
+
+    if kind == "dp_score":  # which scores a NaN row as the bound: fail in its place
+        losses = _dp_score._total_losses
+
+        def refused(estimator, slot, scoring, X_, *args):
+            if np.isnan(X_).any():
+                raise ValueError("NaN (a failure between the stream and the charge)")
+            return losses(estimator, slot, scoring, X_, *args)
+
+        monkeypatch.setattr(_dp_score, "_total_losses", refused)
+
+    X, y = data
+    bad = X.copy()
+    bad[205, 1] = np.nan
+    fitted = _clf(PrivacyAccountant()).fit(X[:200], y[:200])
+
+    def release(acc, X_):
+        est = DPLogisticRegression(classes=[0, 1], random_state=3, accountant=acc)
+        grid = {"norm_bound": [1.0, 2.0]}
+        if kind == "estimator":
+            return est.fit(X_, y).coef_
+        if kind == "auto":
+            return est.set_params(norm_bound="auto").fit(X_, y).coef_
+        if kind == "dp_score":
+            return dp_score(fitted, X_[200:], y[200:], accountant=acc, random_state=3)
+        search = {"grid": lambda: DPGridSearchCV(est, grid, random_state=3, accountant=acc),
+                  "random": lambda: DPRandomizedSearchCV(est, grid, random_state=3,
+                                                         accountant=acc),
+                  "boosting": lambda: DPConfidenceBoosting(est, random_state=3,
+                                                           accountant=acc)}[kind]()
+        return search.fit(X_, y).best_estimator_.coef_
+
+    expected = release(PrivacyAccountant(), X)
+    acc = PrivacyAccountant()
+    with pytest.raises(ValueError, match="NaN"):
+        release(acc, bad)
+    assert acc.history == []
+    np.testing.assert_array_equal(release(acc, X), expected)
+    # The next release with the seed draws another stream, as before.
+    assert not np.array_equal(release(acc, X), expected)
+
+
+def test_a_stream_is_given_back_only_if_no_later_one_was_taken():
+    # Two releases never share a stream: a stream taken after the refused one
+    # keeps the count (a stream is then left unused), and a charge keeps its own.
+    import threading
+
+    acc = PrivacyAccountant()
+    assert acc._seed_stream(7) == 0
+    other = []
+    thread = threading.Thread(target=lambda: other.append(acc._seed_stream(7)))
+    thread.start()
+    thread.join()
+    acc._give_back_streams()  # this thread's stream 0; stream 1 was taken since
+    assert other == [1] and acc._seed_stream(7) == 2
+    acc._record([GaussianEvent(0.1)])
+    acc._give_back_streams()  # charged: kept
+    assert acc._seed_stream(7) == 3
+    acc._give_back_streams()  # not charged, the last taken: given back
+    assert acc._seed_stream(7) == 3

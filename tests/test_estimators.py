@@ -562,7 +562,7 @@ def test_bad_data_raises_and_charges_nothing(Est):
     cases.append((Xi, y, "infinity"))
     cases.append((X[:10], y, "inconsistent numbers of samples"))
     cases.append((X[:, 0], y, "2D array"))
-    cases.append((np.full((50, 2), "a"), y, "must be numeric|dtype"))
+    cases.append((np.full((50, 2), "a"), y, "must be numeric|must hold numbers|dtype"))
     cases.append((np.empty((0, 2)), y[:0], "0 sample"))
     for (Xb, yb, msg), assume_finite in itertools.product(cases, [False, True]):
         est = Est(accountant=acc, classes=[0, 1]) if Est is DPLogisticRegression \

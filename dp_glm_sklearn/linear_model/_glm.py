@@ -10,8 +10,8 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 from .._base import _BaseDPGLM
 from .._doc import format_doc
 from .._sklearn_compat import Interval, InvalidParameterError
-from .._warn import silenced, warn_user
 from .._validation import shown_dtype
+from .._warn import silenced, warn_user
 from ..losses import HuberLoss, LogisticLoss, MultinomialLoss, SquaredLoss
 from ..privacy.accountant import PrivacyLeakWarning
 

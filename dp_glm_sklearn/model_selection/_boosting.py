@@ -45,6 +45,7 @@ from .._randomness import (
     _clones_draw_nothing,
     _release_rng,
     _steps_seed,
+    _streams_given_back_if_refused,
 )
 from .._sklearn_compat import Interval, fit_context, validated_even_if_skipped
 from .._validation import _fit_n_samples
@@ -295,15 +296,16 @@ class DPConfidenceBoosting(_BaseDPSearch):
         plan = self._plan(n_samples)
         self._warn_large_delta(plan["delta"], n_samples)
         accountant = self._check_budget(slot, plan["events"], plan["delta"])
-        rng = _release_rng(self.random_state, accountant)
-        steps_seed = _steps_seed(self.random_state, rng)
-        chunks = np.array_split(rng.permutation(n_samples), m + 1)  # before the charge
-        X, y, fixed, taken = self._charge(
-            accountant, slot, plan["events"], f"{type(self).__name__}(n_models={m})", X, y,
-            ({},), parts=[(chunk, chunks[m]) for chunk in chunks[:m]],
-            fits=[(size, plan["candidate_epsilon"], plan["candidate_delta"])
-                  for size in sorted({len(c) for c in chunks[:m]})],
-            rows=chunks, steps_seed=steps_seed)
+        with _streams_given_back_if_refused(accountant):
+            rng = _release_rng(self.random_state, accountant)
+            steps_seed = _steps_seed(self.random_state, rng)
+            chunks = np.array_split(rng.permutation(n_samples), m + 1)  # before the charge
+            X, y, fixed, taken = self._charge(
+                accountant, slot, plan["events"], f"{type(self).__name__}(n_models={m})", X, y,
+                ({},), parts=[(chunk, chunks[m]) for chunk in chunks[:m]],
+                fits=[(size, plan["candidate_epsilon"], plan["candidate_delta"])
+                      for size in sorted({len(c) for c in chunks[:m]})],
+                rows=chunks, steps_seed=steps_seed)
         seeds = _child_seeds(rng, m, self.random_state)
         fitted = self._fit_candidates(slot, plan, fixed, [
             ({}, X_chunk, y_chunk, seed)

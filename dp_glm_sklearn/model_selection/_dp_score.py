@@ -22,7 +22,7 @@ from sklearn.base import is_classifier
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from .._base import checked_privacy, warn_large_delta
-from .._randomness import _release_rng
+from .._randomness import _release_rng, _streams_given_back_if_refused
 from .._sklearn_compat import InvalidParameterError, num_samples, safe_indexing
 from ..privacy.accountant import _check_release
 from ..privacy.calibration import gdp_mu, gdp_sigma
@@ -237,8 +237,9 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     # which would release the exact score), before the charge.
     sigma = gdp_sigma(bound / n_samples, mu)
     _check_release(accountant, events, epsilon, delta)  # before the data is read
-    rng = _release_rng(random_state, accountant)  # (an unusable random_state fails here)
-    losses = _total_losses(estimator, slot, scoring, X, column_or_1d(y), bound)
-    accountant._record(events, source=f"dp_score(scoring={scoring!r})")
+    with _streams_given_back_if_refused(accountant):
+        rng = _release_rng(random_state, accountant)  # (an unusable random_state fails here)
+        losses = _total_losses(estimator, slot, scoring, X, column_or_1d(y), bound)
+        accountant._record(events, source=f"dp_score(scoring={scoring!r})")
     score = (1.0 if scoring == "accuracy" else 0.0) - float(np.mean(losses))
     return float(add_gaussian_noise(score, sigma, rng))

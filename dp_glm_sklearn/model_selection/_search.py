@@ -91,6 +91,7 @@ from .._randomness import (
     _IndependentNoiseOnCloneMixin,
     _release_rng,
     _steps_seed,
+    _streams_given_back_if_refused,
 )
 from .._sklearn_compat import (
     HasMethods,
@@ -1276,13 +1277,14 @@ class DPGridSearchCV(_BaseDPSearch):
         self._warn_large_delta(plan["delta"], n_samples)
         source = self._ledger_source or f"{type(self).__name__}(K={len(candidates)})"
         accountant = self._check_budget(slot, plan["events"], plan["delta"])
-        rng = _release_rng(self.random_state, accountant)
-        steps_seed = _steps_seed(self.random_state, rng)
-        train, val = self._split(n_samples, rng)  # data-independent: drawn before the charge
-        X, y, fixed, [(X_tr, y_tr), (X_val, y_val)] = self._charge(
-            accountant, slot, plan["events"], source, X, y, candidates, parts=[(train, val)],
-            fits=self._fits(plan, len(train), n_samples), rows=[train, val],
-            steps_seed=steps_seed)
+        with _streams_given_back_if_refused(accountant):
+            rng = _release_rng(self.random_state, accountant)
+            steps_seed = _steps_seed(self.random_state, rng)
+            train, val = self._split(n_samples, rng)  # data-independent: before the charge
+            X, y, fixed, [(X_tr, y_tr), (X_val, y_val)] = self._charge(
+                accountant, slot, plan["events"], source, X, y, candidates,
+                parts=[(train, val)], fits=self._fits(plan, len(train), n_samples),
+                rows=[train, val], steps_seed=steps_seed)
         seeds = _child_seeds(rng, len(candidates), self.random_state)
         fitted = self._fit_candidates(slot, plan, fixed, [
             (params, X_tr, y_tr, seed) for params, seed in zip(candidates, seeds, strict=True)],

@@ -154,6 +154,7 @@ def _restore_accountant(uid, home, state):
         accountant._records = list(state["records"])
         accountant._summary = _RunningSummary().add(accountant._all_events())
         accountant._seed_uses = {}
+        accountant._uncharged_streams = {}
         accountant._lock = threading.Lock()
         _LIVE.add(accountant)
         accountant._uid = uid
@@ -278,6 +279,7 @@ class PrivacyAccountant:
         self._records = []
         self._summary = _RunningSummary()  # of the whole ledger, kept up to date
         self._seed_uses = {}  # integer seed -> releases that drew from it (_seed_stream)
+        self._uncharged_streams = {}  # thread -> [(seed, stream)] not yet charged
         self._lock = threading.Lock()
         _LIVE.add(self)
         self._uid = uuid.uuid4().hex
@@ -508,7 +510,24 @@ class PrivacyAccountant:
         with self._lock:
             uses = self._seed_uses.get(seed, 0)
             self._seed_uses[seed] = uses + 1
+            self._uncharged_streams.setdefault(threading.get_ident(), []).append((seed, uses))
         return uses
+
+    def _give_back_streams(self):
+        """Give back the seed streams this thread took and did not charge for.
+
+        A fit refused after it took its stream (its data refused before the
+        charge) released nothing; keeping the stream counted made the next fit
+        with that seed draw another stream than the same fit on a fresh
+        accountant.  A stream is given back only if no release has taken a
+        later one of its seed since (two releases never share a stream: at
+        worst a stream is left unused).  A charge by this thread (``_record``)
+        keeps the streams it took.
+        """
+        with self._lock:
+            for seed, stream in reversed(self._uncharged_streams.pop(threading.get_ident(), [])):
+                if self._seed_uses.get(seed) == stream + 1:
+                    self._seed_uses[seed] = stream
 
     def _record(self, events, source=None):
         """:meth:`spend` without computing the total it returns (the library's charges)."""
@@ -520,6 +539,7 @@ class PrivacyAccountant:
         if source is not None and not isinstance(source, str):
             raise TypeError(f"source must be a str or None, got {source!r}.")
         total = self._check_locked(events)
+        self._uncharged_streams.pop(threading.get_ident(), None)  # charged for: kept
         if not events:  # nothing released: no row in the ledger's report
             return
         self._records.append(SpendRecord(events, source, datetime.now().astimezone(), total))
