@@ -1317,6 +1317,11 @@ def test_randomized_search_bad_distributions(reg_data):
     for dists in ({"norm_bound": []}, {"norm_bound": "abc"}, [], ["x"]):
         with pytest.raises(ValueError, match="param_distributions"):
             DPRandomizedSearchCV(_reg(), dists, accountant=acc).fit(*reg_data)
+    # A set (or a dict) has no fixed order: a set of strings drew other
+    # candidates in another process with the same seed (red-team, session 32).
+    for values in ({"noisy_gd", "jl"}, frozenset({1.0, 2.0}), {1.0: "a", 2.0: "b"}):
+        with pytest.raises(TypeError, match="whose order is not fixed"):
+            DPRandomizedSearchCV(_reg(), {"norm_bound": values}, accountant=acc).fit(*reg_data)
     assert acc.history == []
 
 

@@ -10,6 +10,7 @@ privacy of random stopping is argued in the class's Notes.
 """
 
 import math
+from collections.abc import Mapping, Set
 from numbers import Real
 
 import numpy as np
@@ -83,8 +84,17 @@ def _check_distributions(param_distributions):
                 f"got {dist!r}."
             )
         for name, values in dist.items():
+            if not hasattr(values, "rvs") and isinstance(values, (Set, Mapping)):
+                # (scikit-learn refuses them too.) A set of strings iterates in
+                # an order that changes with PYTHONHASHSEED: the same seed drew
+                # other candidates in another process.
+                raise TypeError(
+                    f"Parameter {name!r} of 'param_distributions' is a "
+                    f"{type(values).__name__}, whose order is not fixed: give its values "
+                    "as a list or a tuple (a seeded search draws by position).")
             ok = hasattr(values, "rvs") or (
-                not isinstance(values, str) and hasattr(values, "__len__") and len(values) > 0)
+                not isinstance(values, (str, bytes)) and hasattr(values, "__len__")
+                and len(values) > 0)
             if not ok:
                 raise ValueError(
                     f"Parameter {name!r} of 'param_distributions' must be a non-empty "
