@@ -450,8 +450,14 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         coef = theta[:d].T  # (K, d)
         intercept = (problem.intercept_feature * theta[d] if problem.fit_intercept
                      else np.zeros(theta.shape[1]))
+        intercept = intercept + y_offset
+        if dtype != np.float64 and not all(
+                np.all(np.abs(a) <= np.finfo(dtype).max) for a in (coef, intercept)):
+            # Bounds beyond float32's range (y_bound near 1e39) made the model
+            # inf in X's dtype: kept in float64 (the released values, as they are).
+            dtype = np.float64
         self.coef_ = coef.astype(dtype, copy=False)
-        self.intercept_ = (intercept + y_offset).astype(dtype, copy=False)
+        self.intercept_ = intercept.astype(dtype, copy=False)
 
     def _is_classifier(self):
         return False

@@ -1058,6 +1058,19 @@ def test_float32_data_give_a_float32_model(Est, classes):
     assert double.coef_.dtype == np.float64
 
 
+def test_a_float32_model_beyond_float32s_range_stays_float64():
+    # Public bounds near 1e39 (beyond float32's 3.4e38) gave intercept_ = inf
+    # and infinite predictions for float32 X, after the charge (red-team,
+    # session 32): such a model is kept in float64.
+    X = np.random.default_rng(0).normal(size=(200, 2)) / 2
+    y = 1.5e39 + 1e38 * (X @ [1.0, -1.0])
+    reg = DPLinearRegression(feature_norm=2.0, y_bound=(1e39, 2e39), norm_bound=1e39,
+                             random_state=0, accountant=PrivacyAccountant())
+    reg.fit(X.astype(np.float32), y)
+    assert reg.coef_.dtype == np.float64 and np.isfinite(reg.intercept_)
+    assert np.all(np.isfinite(reg.predict(X.astype(np.float32))))
+
+
 @pytest.mark.parametrize("classes", [[0, 1], [0, 1, 2]])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_log_probabilities_of_confidently_wrong_rows_are_finite(classes, dtype):

@@ -336,7 +336,8 @@ class DPLinearRegression(_DPRegressorBase):
     ----------
     coef_ : ndarray of shape (n_features,)
         Coefficients, in the float dtype of the training X (float32 or
-        float64; training itself runs in float64).
+        float64; training itself runs in float64; float64 if the model
+        exceeds float32's range).
 
     intercept_ : numpy float
         Intercept, of the same dtype.
@@ -436,7 +437,8 @@ class DPHuberRegressor(_DPRegressorBase):
     ----------
     coef_ : ndarray of shape (n_features,)
         Coefficients, in the float dtype of the training X (float32 or
-        float64; training itself runs in float64).
+        float64; training itself runs in float64; float64 if the model
+        exceeds float32's range).
 
     intercept_ : numpy float
         Intercept, of the same dtype.
@@ -527,7 +529,8 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
 
     coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
         Coefficients (one row for two classes), in the float dtype of the
-        training X (float32 or float64; training itself runs in float64).
+        training X (float32 or float64; training itself runs in float64;
+        float64 if the model exceeds float32's range).
 
     intercept_ : ndarray of shape (1,) or (n_classes,)
         Intercepts, of the same dtype.
