@@ -31,7 +31,7 @@ estimators on the fallbacks).
 
 import functools
 import math
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn import get_config
@@ -251,4 +251,13 @@ else:  # scikit-learn's own class, which callers may catch by name
         """scikit-learn's ``Interval``, refusing ``True`` and ``False`` (see :class:`_Interval`)."""
 
         def is_satisfied_by(self, val):
-            return not isinstance(val, (bool, np.bool_)) and super().is_satisfied_by(val)
+            if isinstance(val, (bool, np.bool_)):
+                return False
+            if isinstance(val, Real) and not isinstance(val, (int, float, np.number)):
+                # A Fraction: scikit-learn's check calls np.isnan on it, which
+                # raises a TypeError naming no parameter.  Judged as a float.
+                try:
+                    val = float(val)
+                except OverflowError:
+                    val = math.inf if val > 0 else -math.inf
+            return super().is_satisfied_by(val)

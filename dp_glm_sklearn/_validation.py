@@ -478,7 +478,10 @@ def _unquoted(exc, name):
             f"{name}: {head}{marker} Drop those rows, or fill them with values chosen "
             "without looking at this data: an imputer fitted on it (SimpleImputer's mean, "
             "say) computes its fill values from the private data without noise.")
-    if message == "boolean value of NA is ambiguous":  # pandas' pd.NA, met by the NaN check
+    # pandas' pd.NA, met by the NaN check, or converted to float among objects
+    # (an object array or a list holding it).
+    if message == "boolean value of NA is ambiguous" or (
+            message.startswith("float() argument must be") and "NAType" in message):
         return ValueError(f"{name}: Input contains NaN (pandas' missing value pd.NA); "
                           "drop or impute those rows first.")
     return None

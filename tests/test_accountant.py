@@ -786,9 +786,14 @@ def test_affordable_epsilon_for_several_fits():
     each = acc.affordable_epsilon(n_fits=10**6)
     acc.check([GaussianEvent(mu=1e3 * gdp_mu(each, delta))])
     assert each == pytest.approx(gdp_epsilon(left / 1e3, delta), rel=1e-5)
-    for bad in (0, -1, 1.5, True, "2"):
-        with pytest.raises(ValueError, match="n_fits must be an int >= 1"):
+    for bad in (0, -1, 1.5, True, "2", 10**15 + 1, 10**400):
+        with pytest.raises(ValueError, match=r"n_fits must be an int in \[1, 10\*\*15\]"):
             acc.affordable_epsilon(n_fits=bad)
+    assert 0 <= acc.affordable_epsilon(n_fits=10**15) < each
+    # An int beyond floats is a budget rounded to inf (it raised OverflowError).
+    assert PrivacyAccountant(epsilon=10**400).epsilon == math.inf
+    with pytest.raises(ValueError, match="epsilon must be a number"):
+        PrivacyAccountant(epsilon=-(10**400))
 
 
 def test_refusal_points_to_affordable_epsilon_not_to_the_excess():

@@ -1531,6 +1531,29 @@ def test_text_arrays_are_refused_like_scikit_learns(dtype):
         fitted.predict(X)
 
 
+def test_fractions_are_judged_as_numbers_and_pd_na_among_objects_as_missing():
+    # scikit-learn's Interval check raised "ufunc 'isnan' not supported" for a
+    # Fraction (naming no parameter); pd.NA in an object array raised numpy's
+    # "float() argument must be ... 'NAType'" (red-team, session 32).
+    from fractions import Fraction
+
+    pd = pytest.importorskip("pandas")
+    X, y = _regression(n=60, d=2)
+    acc = PrivacyAccountant()
+    half = DPLinearRegression(epsilon=Fraction(1, 2), norm_bound=Fraction(3, 2),
+                              random_state=0, accountant=acc).fit(X, y)
+    assert half.privacy_spent_[0] == pytest.approx(0.5)
+    for bad in (dict(epsilon=Fraction(-1)), dict(max_iter=Fraction(5))):
+        with pytest.raises(ValueError, match=f"'{next(iter(bad))}' parameter of "):
+            DPLinearRegression(accountant=acc, **bad).fit(X, y)
+    objects = X.astype(object)
+    objects[3, 1] = pd.NA
+    for data in (objects, objects.tolist()):
+        with pytest.raises(ValueError, match="Input contains NaN .pandas' missing value"):
+            DPLinearRegression(accountant=acc).fit(data, y)
+    assert len(acc.history) == 1
+
+
 def test_text_errors_do_not_show_the_width_of_the_longest_value():
     # numpy sizes a text dtype to the longest value ("<U16"); the errors quoted
     # it, so a neighbouring data set with one longer value read differently

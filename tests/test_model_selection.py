@@ -3351,9 +3351,15 @@ def test_dp_score_refuses_before_reading_the_data(clf_data, reg_data):
                        (X[800:, :, None], ValueError), (X[800:].astype(str), ValueError)):
         with pytest.raises(error, match="Nothing was charged|nothing was charged"):
             dp_score(clf, bad, y[800:], accountant=acc)
-    # An unusable random_state fails before the data is read.
-    with pytest.raises((TypeError, ValueError)):
-        dp_score(clf, Unreadable(), y[800:], epsilon=0.1, accountant=acc, random_state="x")
+    # An unusable random_state or accountant fails before the data is read, in
+    # the words of a parameter error (numpy's "SeedSequence expects int", or a
+    # seed the estimators refuse, taken: red-team, session 32).
+    for seed in ("x", -1, 2**40, np.random.SeedSequence(0), [1, 2], 1.5):
+        with pytest.raises(ValueError, match="'random_state' parameter of dp_score"):
+            dp_score(clf, Unreadable(), y[800:], epsilon=0.1, accountant=acc,
+                     random_state=seed)
+    with pytest.raises(ValueError, match="'accountant' parameter of dp_score"):
+        dp_score(clf, Unreadable(), y[800:], epsilon=0.1, accountant="acc")
     with pytest.warns(UserWarning, match="dp_score: delta=0.3 is not below 1/n"):
         dp_score(clf, X[800:], y[800:], epsilon=0.1, delta=0.3, accountant=PrivacyAccountant())
     from sklearn.exceptions import NotFittedError

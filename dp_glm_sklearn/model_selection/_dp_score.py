@@ -16,6 +16,8 @@ guarantee is for (X, y).
 """
 
 
+from numbers import Integral
+
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import is_classifier
@@ -24,7 +26,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 from .._base import checked_privacy, warn_large_delta
 from .._randomness import _release_rng, _streams_given_back_if_refused
 from .._sklearn_compat import InvalidParameterError, num_samples, safe_indexing
-from ..privacy.accountant import _check_release
+from ..privacy.accountant import PrivacyAccountant, _check_release
 from ..privacy.calibration import gdp_mu, gdp_sigma
 from ..privacy.events import GaussianEvent
 from ..privacy.noise import add_gaussian_noise
@@ -213,6 +215,19 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
             f"The 'scoring' parameter of dp_score must be a str among {list(SCORINGS)} or "
             f"None. Got {scoring!r} instead.")
     _check_scoring(estimator, slot, scoring)
+    if not (accountant is None or isinstance(accountant, PrivacyAccountant)):
+        raise InvalidParameterError(
+            "The 'accountant' parameter of dp_score must be an instance of "
+            f"'PrivacyAccountant' or None. Got {accountant!r} instead.")
+    if not (random_state is None
+            or isinstance(random_state, (np.random.RandomState, np.random.Generator))
+            or (isinstance(random_state, Integral) and 0 <= random_state <= 2**32 - 1)):
+        # (As the estimators' random_state; a SeedSequence or a list of ints
+        # numpy would take, 2**40, -1 or a str failed in numpy's words.)
+        raise InvalidParameterError(
+            "The 'random_state' parameter of dp_score must be an int in the range "
+            "[0, 4294967295], an instance of 'numpy.random.RandomState', a "
+            f"numpy.random.Generator or None. Got {random_state!r} instead.")
     if accountant is None:
         accountant = owner._accountant()  # its accountant parameter, else the default
     n_samples = num_samples(X)

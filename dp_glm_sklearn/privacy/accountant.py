@@ -587,7 +587,7 @@ class PrivacyAccountant:
 
         Parameters
         ----------
-        n_fits : int >= 1, default=1
+        n_fits : int in [1, 10**15], default=1
             How many fits at that epsilon must all be accepted (the folds of
             a ``cross_val_score``, say); they compose exactly.
         rtol : float in [2**-52, 1), default=1e-6
@@ -609,8 +609,9 @@ class PrivacyAccountant:
         >>> round(acc.affordable_epsilon(n_fits=5), 3)  # each of five folds
         0.209
         """
-        if not (isinstance(n_fits, Integral) and not isinstance(n_fits, bool) and n_fits >= 1):
-            raise ValueError(f"n_fits must be an int >= 1, got {n_fits!r}.")
+        if not (isinstance(n_fits, Integral) and not isinstance(n_fits, bool)
+                and 1 <= n_fits <= 10**15):
+            raise ValueError(f"n_fits must be an int in [1, 10**15], got {n_fits!r}.")
         if not (isinstance(rtol, Real) and 2.0**-52 <= rtol < 1.0):
             raise ValueError(f"rtol must be a float in [2**-52, 1), got {rtol!r}.")
         if self._epsilon == math.inf:

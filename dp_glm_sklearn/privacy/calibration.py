@@ -58,7 +58,10 @@ def _check_real(name, value, *, low=0.0, high=_INF, low_open=False, allow_inf=Tr
     valid = f"a number in {left}{low}, {high}{right}"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be {valid}, got {value!r}.")
-    number = float(value)
+    try:
+        number = float(value)
+    except OverflowError:  # an int or Fraction beyond floats (10**400): rounds to inf
+        number = _INF if value > 0 else -_INF
     if (
         math.isnan(number)
         or number < low
