@@ -30,7 +30,11 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from ._objective import _MAX_BOUND, GLMObjective, PublicBoundsError, PublicProblem
-from ._randomness import _IndependentNoiseOnCloneMixin, _release_rng
+from ._randomness import (
+    _IndependentNoiseOnCloneMixin,
+    _release_rng,
+    _streams_given_back_if_refused,
+)
 from ._sklearn_compat import (
     Interval,
     InvalidParameterError,
@@ -323,10 +327,11 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
                 warn_user(message, UserWarning)
             # Before the charge: a random_state numpy refuses (under
             # skip_parameter_validation) then fails with nothing spent.
-            rng = _release_rng(self.random_state, accountant)
-            calibration = draw_public(method, problem, calibration, rng, sparse=sparse)
-            accountant._record(calibration.events,
-                               source=f"{type(self).__name__}(method={method!r})")
+            with _streams_given_back_if_refused(accountant):
+                rng = _release_rng(self.random_state, accountant)
+                calibration = draw_public(method, problem, calibration, rng, sparse=sparse)
+                accountant._record(calibration.events,
+                                   source=f"{type(self).__name__}(method={method!r})")
             with np.errstate(all="ignore"):
                 theta, n_iter = train(method, GLMObjective(problem, X, y_enc), calibration,
                                       rng)
@@ -341,7 +346,6 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         except BaseException:
             self.__dict__.clear()
             self.__dict__.update(state)
-            accountant._give_back_streams()  # a stream taken before a refusal, if any
             raise
         return self
 

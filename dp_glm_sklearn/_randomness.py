@@ -62,10 +62,11 @@ def _streams_given_back_if_refused(accountant):
     block raises before the charge (the data refused, say), the seed stream
     it took is given back (``PrivacyAccountant._give_back_streams``), so the
     next fit with that seed draws what it would on a fresh accountant."""
+    before = accountant._uncharged()
     try:
         yield
     except BaseException:
-        accountant._give_back_streams()
+        accountant._give_back_streams(before)
         raise
 
 

@@ -574,14 +574,78 @@ def test_a_refused_release_leaves_the_seeds_streams_as_they_were(data, kind, mon
                                                            accountant=acc)}[kind]()
         return search.fit(X_, y).best_estimator_.coef_
 
+    if kind == "estimator":  # (its data are refused before it takes a stream)
+        from dp_glm_sklearn import _base
+
+        draw = _base.draw_public
+
+        def refused(method, problem, calibration, rng, sparse):
+            if np.isnan(bad).any() and refused.armed:
+                refused.armed = False
+                raise MemoryError("a failure between the stream and the charge")
+            return draw(method, problem, calibration, rng, sparse=sparse)
+
+        refused.armed = False
+        monkeypatch.setattr(_base, "draw_public", refused)
+
     expected = release(PrivacyAccountant(), X)
     acc = PrivacyAccountant()
-    with pytest.raises(ValueError, match="NaN"):
-        release(acc, bad)
+    with pytest.raises((ValueError, MemoryError), match="NaN|between the stream"):
+        if kind == "estimator":
+            refused.armed = True
+            release(acc, X)
+        else:
+            release(acc, bad)
     assert acc.history == []
-    np.testing.assert_array_equal(release(acc, X), expected)
-    # The next release with the seed draws another stream, as before.
-    assert not np.array_equal(release(acc, X), expected)
+    again = release(acc, X)
+    if kind == "random":
+        # The random search draws its secret K before its checks: a refused one
+        # keeps its stream, so that the next never draws that K again.
+        assert not np.array_equal(again, expected)
+    else:
+        np.testing.assert_array_equal(again, expected)
+        # The next release with the seed draws another stream, as before.
+        assert not np.array_equal(release(acc, X), expected)
+
+
+@pytest.mark.filterwarnings("ignore::dp_glm_sklearn.PrivacyLeakWarning")
+def test_a_nested_refusal_gives_back_its_own_stream_only(data):
+    # A user step that tries a DP fit on the same ledger, is refused and falls
+    # back, gave back the enclosing search's stream too: the next search drew
+    # it again and released the same noise (review, session 32).
+    from sklearn.base import BaseEstimator, TransformerMixin
+    from sklearn.pipeline import Pipeline
+
+    from dp_glm_sklearn import DPGridSearchCV
+    from dp_glm_sklearn._randomness import _streams_given_back_if_refused
+
+    X, y = data
+    acc = PrivacyAccountant(epsilon=50.0)
+
+    class TryDP(TransformerMixin, BaseEstimator):
+        def fit(self, X_, y_=None):
+            bad = np.array(X_, dtype=float)
+            bad[0, 0] = np.nan
+            with pytest.raises(ValueError, match="NaN"):  # refused before its stream
+                DPLogisticRegression(classes=[0, 1], accountant=acc, random_state=0).fit(bad, y_)
+            with pytest.raises(RuntimeError):  # refused after taking one of the same seed
+                with _streams_given_back_if_refused(acc):
+                    acc._seed_stream(0)
+                    raise RuntimeError("an inner release refused after its stream")
+            self.n_features_in_ = np.shape(X_)[1]
+            return self
+
+        def transform(self, X_):
+            return X_
+
+    def search():
+        pipe = Pipeline([("try", TryDP()), ("dp", DPLogisticRegression(classes=[0, 1]))])
+        return DPGridSearchCV(pipe, {"dp__norm_bound": [1.0, 2.0]}, accountant=acc,
+                              random_state=0).fit(X, y)
+
+    first, second = search(), search()
+    assert len(acc.history) == 2
+    assert not np.array_equal(first.best_estimator_[-1].coef_, second.best_estimator_[-1].coef_)
 
 
 def test_a_stream_is_given_back_only_if_no_later_one_was_taken():
@@ -595,10 +659,12 @@ def test_a_stream_is_given_back_only_if_no_later_one_was_taken():
     thread = threading.Thread(target=lambda: other.append(acc._seed_stream(7)))
     thread.start()
     thread.join()
-    acc._give_back_streams()  # this thread's stream 0; stream 1 was taken since
+    acc._give_back_streams(frozenset())  # this thread's stream 0; 1 was taken since
     assert other == [1] and acc._seed_stream(7) == 2
     acc._record([GaussianEvent(0.1)])
-    acc._give_back_streams()  # charged: kept
+    acc._give_back_streams(frozenset())  # charged: kept
     assert acc._seed_stream(7) == 3
-    acc._give_back_streams()  # not charged, the last taken: given back
-    assert acc._seed_stream(7) == 3
+    before = acc._uncharged()
+    assert acc._seed_stream(8) == 0
+    acc._give_back_streams(before)  # the release's own stream (8, 0) only
+    assert acc._seed_stream(8) == 0 and acc._seed_stream(7) == 4

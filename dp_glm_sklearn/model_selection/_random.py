@@ -470,22 +470,25 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         # parameter's range fails before anything is spent.  (An error here
         # says nothing of the data; K is only kept out of what a fit shows.)
         accountant = self._check_budget(slot, plan["events"], plan["delta"])
+        # The stream is given back on a refusal only before K is drawn: a
+        # search refused after (a drawn candidate, or the data, refused) may
+        # have told something of its K, which a later search must not draw again.
         with _streams_given_back_if_refused(accountant):
             rng = _release_rng(self.random_state, accountant)
-            if rng is self.random_state:
-                # A user's Generator: draw a fixed number of values from it, not a
-                # number that grows with the secret K.
-                rng = np.random.default_rng(rng.integers(2**32, size=4, dtype=np.uint64))
-            steps_seed = _steps_seed(self.random_state, rng)
-            train, val = self._split(n_samples, rng)
-            count = sample_stopping_count(self.mean_candidates, self.stopping, rng)
-            candidates = [_sample_params(dists, rng) for _ in range(count)]
-            _validate_candidates(self.estimator, candidates, slot, self.accountant,
-                                 secret_count=True)
-            X, y, fixed, [(X_tr, y_tr), (X_val, y_val)] = self._charge(
-                accountant, slot, plan["events"], type(self).__name__, X, y, candidates,
-                parts=[(train, val)], fits=self._fits(plan, len(train), n_samples),
-                rows=[train, val], steps_seed=steps_seed)
+        if rng is self.random_state:
+            # A user's Generator: draw a fixed number of values from it, not a
+            # number that grows with the secret K.
+            rng = np.random.default_rng(rng.integers(2**32, size=4, dtype=np.uint64))
+        steps_seed = _steps_seed(self.random_state, rng)
+        train, val = self._split(n_samples, rng)
+        count = sample_stopping_count(self.mean_candidates, self.stopping, rng)
+        candidates = [_sample_params(dists, rng) for _ in range(count)]
+        _validate_candidates(self.estimator, candidates, slot, self.accountant,
+                             secret_count=True)
+        X, y, fixed, [(X_tr, y_tr), (X_val, y_val)] = self._charge(
+            accountant, slot, plan["events"], type(self).__name__, X, y, candidates,
+            parts=[(train, val)], fits=self._fits(plan, len(train), n_samples),
+            rows=[train, val], steps_seed=steps_seed)
         seeds = _child_seeds(rng, count, self.random_state)
         fitted = self._fit_candidates(slot, plan, fixed, [
             (params, X_tr, y_tr, seed) for params, seed in zip(candidates, seeds, strict=True)],

@@ -513,19 +513,29 @@ class PrivacyAccountant:
             self._uncharged_streams.setdefault(threading.get_ident(), []).append((seed, uses))
         return uses
 
-    def _give_back_streams(self):
-        """Give back the seed streams this thread took and did not charge for.
+    def _uncharged(self):
+        """This thread's streams taken and not yet charged for (a snapshot)."""
+        with self._lock:
+            return frozenset(self._uncharged_streams.get(threading.get_ident(), ()))
+
+    def _give_back_streams(self, before):
+        """Give back the seed streams this thread took since ``before`` (a
+        :meth:`_uncharged` snapshot) and did not charge for.
 
         A fit refused after it took its stream (its data refused before the
         charge) released nothing; keeping the stream counted made the next fit
         with that seed draw another stream than the same fit on a fresh
-        accountant.  A stream is given back only if no release has taken a
-        later one of its seed since (two releases never share a stream: at
-        worst a stream is left unused).  A charge by this thread (``_record``)
-        keeps the streams it took.
+        accountant.  Only the refused release's own streams are given back
+        (a fit nested in another, refused, leaves the outer one's), and only
+        if no release has taken a later stream of the seed since: two
+        releases never share a stream (at worst a stream is left unused).
+        A charge by this thread (``_record``) keeps every stream it holds.
         """
         with self._lock:
-            for seed, stream in reversed(self._uncharged_streams.pop(threading.get_ident(), [])):
+            held = self._uncharged_streams.get(threading.get_ident(), [])
+            taken = [entry for entry in held if entry not in before]
+            held[:] = [entry for entry in held if entry in before]
+            for seed, stream in reversed(taken):
                 if self._seed_uses.get(seed) == stream + 1:
                     self._seed_uses[seed] = stream
 
