@@ -38,7 +38,7 @@ def _validate_data_quietly(estimator, *args, **kwargs):
             continue
         _refuse_temporal(data, name, what)
         _refuse_pandas_missing(data, name, what)
-        if what == "X" and getattr(getattr(data, "dtype", None), "kind", None) in ("U", "S"):
+        if what == "X" and _is_text_dtype(getattr(data, "dtype", None)):
             # scikit-learn's own check (dtype="numeric") refuses text arrays;
             # the float dtypes asked for here would convert "1.5" silently.
             raise ValueError(f"{name}: X is an array of text; X must hold numbers. Convert "
@@ -56,9 +56,10 @@ def _validate_data_quietly(estimator, *args, **kwargs):
             raise
         if columns:
             error = ValueError(
-                f"{name}: X must be numeric; a value could not be converted to float "
-                "(not shown here: it is a value of the data). Columns of X whose dtype "
-                f"is not numeric: {', '.join(columns)}. Encode them as numbers first, "
+                f"{name}: X and y must be numeric; a value could not be converted to "
+                "float (not shown here: it is a value of the data). If it is in X: the "
+                f"columns of X whose dtype is not numeric are {', '.join(columns)}; encode "
+                "them as numbers first, "
                 "with public parameters (OneHotEncoder(categories=[...]) for categories: "
                 "user guide section 6).")
     raise error
@@ -67,7 +68,22 @@ def _validate_data_quietly(estimator, *args, **kwargs):
 def shown_dtype(dtype):
     """``dtype`` as an error message may show it: numpy's text dtypes without
     their width (``<U16``: the length of the longest value, data)."""
-    return "text" if getattr(dtype, "kind", None) in ("U", "S") else str(dtype)
+    return "text" if _is_text_dtype(dtype) else str(dtype)
+
+
+def _is_text_dtype(dtype):
+    """Whether ``dtype`` is one of numpy's text dtypes: fixed-width str and
+    bytes (kinds ``U``, ``S``) or numpy 2's variable-width ``StringDType`` (``T``)."""
+    return getattr(dtype, "kind", None) in ("U", "S", "T")
+
+
+def _column_names(X):
+    """The column names of a pandas, polars or pyarrow table (its schema), or None."""
+    if hasattr(getattr(X, "dtypes", None), "items") or hasattr(
+            getattr(X, "schema", None), "items"):  # pandas, polars
+        return [str(c) for c in X.columns]
+    names = getattr(getattr(X, "schema", None), "names", None)  # pyarrow
+    return None if names is None else [str(c) for c in names]
 
 
 def _dtyped(data, name, what):
@@ -355,11 +371,18 @@ def _non_numeric_columns(data):
         return []
     shown = []
     for column, dtype in columns:
-        try:
-            numeric = np.dtype(dtype).kind in "biuf"
-        except TypeError:  # pandas' extension, polars' and pyarrow's dtypes
-            numeric = bool(getattr(dtype, "_is_numeric", False)) or (
-                callable(getattr(dtype, "is_numeric", None)) and dtype.is_numeric())
+        if type(dtype).__module__.startswith("pyarrow"):
+            import pyarrow.types as pa_types
+
+            numeric = any(check(dtype) for check in (
+                pa_types.is_integer, pa_types.is_floating, pa_types.is_boolean,
+                pa_types.is_decimal))
+        else:
+            try:
+                numeric = np.dtype(dtype).kind in "biuf"
+            except TypeError:  # pandas' extension and polars' dtypes
+                numeric = bool(getattr(dtype, "_is_numeric", False)) or (
+                    callable(getattr(dtype, "is_numeric", None)) and dtype.is_numeric())
         if not numeric:
             shown.append(f"{column!r} ({dtype})")
     return shown

@@ -971,8 +971,8 @@ def test_a_frame_that_is_not_numeric_names_its_columns_not_their_values():
                       "n": pd.array([1, 2, None, 4], dtype="Int64").fillna(0),
                       "flag": pd.array([True, False, True, True], dtype="boolean")})
     acc = PrivacyAccountant(epsilon=5.0)
-    with pytest.raises(ValueError, match=r"Columns of X whose dtype is not numeric: 'city' "
-                       r"\(category\)\. Encode them") as info:
+    with pytest.raises(ValueError, match=r"the columns of X whose dtype is not numeric are "
+                       r"'city' \(category\); encode them") as info:
         DPLinearRegression(y_bound=1.0, accountant=acc).fit(X, [0.1, 0.2, 0.3, 0.4])
     assert "alice" not in str(info.value) and acc.history == []
     # A plain array of objects has no columns to name: the general message.
@@ -1546,12 +1546,23 @@ def test_fractions_are_judged_as_numbers_and_pd_na_among_objects_as_missing():
     for bad in (dict(epsilon=Fraction(-1)), dict(max_iter=Fraction(5))):
         with pytest.raises(ValueError, match=f"'{next(iter(bad))}' parameter of "):
             DPLinearRegression(accountant=acc, **bad).fit(X, y)
+    # A bound pair of Fractions (np.isfinite raised), and ints beyond floats
+    # (float() raised OverflowError): judged as numbers, refused by name.
+    DPLinearRegression(y_bound=(Fraction(-3), Fraction(3)), random_state=0,
+                       accountant=acc).fit(X, y)
+    for bad in (dict(feature_norm=10**400), dict(norm_bound=10**400), dict(y_bound=10**400)):
+        with pytest.raises(ValueError, match="public bounds of DPLinearRegression"):
+            DPLinearRegression(accountant=acc, **bad).fit(X, y)
+    with pytest.raises(ValueError, match="'y_bound' parameter"):
+        DPLinearRegression(y_bound=(0, 10**400), accountant=acc).fit(X, y)
+    with pytest.raises(ValueError, match="public bounds of DPHuberRegressor"):
+        DPHuberRegressor(threshold=10**400, accountant=acc).fit(X, y)
     objects = X.astype(object)
     objects[3, 1] = pd.NA
     for data in (objects, objects.tolist()):
         with pytest.raises(ValueError, match="Input contains NaN .pandas' missing value"):
             DPLinearRegression(accountant=acc).fit(data, y)
-    assert len(acc.history) == 1
+    assert len(acc.history) == 2
 
 
 def test_text_errors_do_not_show_the_width_of_the_longest_value():

@@ -3462,6 +3462,27 @@ def test_dp_score_refuses_frames_whose_columns_differ_from_the_models(clf_data):
     assert acc.history == []
     dp_score(clf, frame[800:], y[800:], accountant=acc)
     assert len(acc.history) == 1
+    # polars and pyarrow tables by their names (a pyarrow Table's columns are
+    # its data: every table was refused; review, session 32).
+    for module, convert in (("polars", lambda m, f: m.from_pandas(f)),
+                            ("pyarrow", lambda m, f: m.Table.from_pandas(f, preserve_index=False))):
+        try:
+            lib = __import__(module)
+        except ImportError:
+            continue
+        dp_score(clf, convert(lib, frame[800:]), y[800:], accountant=acc)
+        with pytest.raises(ValueError, match="column names of X differ"):
+            dp_score(clf, convert(lib, frame[800:][["d", "c", "b", "a"]]), y[800:],
+                     accountant=acc)
+    # numpy 2's StringDType is text too, refused before the charge.
+    string_dtype = getattr(np.dtypes, "StringDType", None)
+    if string_dtype is not None:
+        spent = len(acc.history)
+        with pytest.raises(ValueError, match="X is an array of text"):
+            dp_score(clf, X[800:].astype(string_dtype()), y[800:], accountant=acc)
+        with pytest.raises(ValueError, match="X is an array of text"):
+            _clf(accountant=acc).fit(X[:800].astype(string_dtype()), y[:800])
+        assert len(acc.history) == spent
 
 
 class _CollectingCallback:

@@ -26,6 +26,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 from .._base import checked_privacy, warn_large_delta
 from .._randomness import _release_rng, _streams_given_back_if_refused
 from .._sklearn_compat import InvalidParameterError, num_samples, safe_indexing
+from .._validation import _column_names, _is_text_dtype
 from ..privacy.accountant import PrivacyAccountant, _check_release
 from ..privacy.calibration import gdp_mu, gdp_sigma
 from ..privacy.events import GaussianEvent
@@ -41,8 +42,9 @@ def _checked_layout(estimator, X):
     The layout of an array, a sparse matrix or a frame (its dimensions,
     width, text dtype, column names) is its schema, the same for
     neighbouring data sets: a layout the model cannot score is refused here,
-    as ``estimator.score`` would refuse it, instead of charging for a score
-    in which every record counts as the bound.  Sparse X is returned as CSR,
+    instead of charging for a score in which every record counts as the
+    bound.  Column names must be those of the fit, in its order (stricter
+    than a Pipeline whose ColumnTransformer selects columns by name).  Sparse X is returned as CSR,
     whose rows :func:`_total_losses` can take one at a time (COO, DIA and
     BSR cannot be indexed by row: every record counted as the bound the
     moment one failed).  A list of rows has no schema, only records: its
@@ -64,7 +66,7 @@ def _checked_layout(estimator, X):
     if len(shape) != 2:
         raise ValueError(f"dp_score needs X of shape (n_samples, n_features); got an X of "
                          f"{len(shape)} dimension(s); nothing was charged.")
-    if getattr(getattr(X, "dtype", None), "kind", None) in ("U", "S"):
+    if _is_text_dtype(getattr(X, "dtype", None)):
         raise ValueError("dp_score: X is an array of text; X must hold numbers. Nothing "
                          "was charged.")
     expected = getattr(estimator, "n_features_in_", None)
@@ -72,9 +74,8 @@ def _checked_layout(estimator, X):
         raise ValueError(f"X has {int(shape[1])} features, but the model was fitted on "
                          f"{expected}; nothing was charged.")
     names = getattr(estimator, "feature_names_in_", None)
-    columns = getattr(X, "columns", None)
-    if names is not None and columns is not None and (
-            [str(c) for c in columns] != [str(c) for c in names]):
+    columns = _column_names(X)
+    if names is not None and columns is not None and columns != [str(c) for c in names]:
         raise ValueError("dp_score: the column names of X differ from those the model was "
                          f"fitted on ({list(names)}), or are in another order; nothing "
                          "was charged.")
