@@ -3702,6 +3702,51 @@ def test_the_random_search_refuses_a_caching_pipeline(clf_data, tmp_path):
     assert len(acc.history) == 1
 
 
+@pytest.mark.parametrize("where", ["pipeline", "column_transformer", "grid"])
+def test_the_random_search_refuses_verbose_steps(clf_data, where):
+    # Pipeline(verbose=True) prints a line per candidate fit: 7, 1, 3, 1 lines
+    # for the seeds whose secret K was 7, 1, 3, 1 (red-team, session 32).
+    from sklearn.compose import ColumnTransformer
+
+    X, y = clf_data
+    head = ColumnTransformer([("num", Normalizer(), [0, 1, 2, 3])], sparse_threshold=0,
+                             verbose=where == "column_transformer")
+    pipe = Pipeline([("head", head), ("dp", _clf())], verbose=where == "pipeline")
+    grid = {"dp__norm_bound": [1.0, 2.0]}
+    if where == "grid":
+        grid["head__verbose"] = [True]
+    acc = PrivacyAccountant(epsilon=10.0)
+    with pytest.raises(ValueError, match="verbose=True; it would print for every candidate"):
+        DPRandomizedSearchCV(pipe, grid, epsilon=1.0, accountant=acc, random_state=0).fit(X, y)
+    assert acc.history == []
+
+
+def test_joblibs_verbose_does_not_count_the_random_searchs_candidates(clf_data, capfd,
+                                                                     monkeypatch):
+    # parallel_config(verbose=10) reached a ColumnTransformer's Parallel inside
+    # each candidate: 6 + 4K progress lines (red-team, session 32).
+    from joblib import parallel_config
+    from sklearn.compose import ColumnTransformer
+
+    from dp_glm_sklearn.model_selection import _random
+
+    X, y = clf_data
+    head = ColumnTransformer([("a", Normalizer(), [0, 1]), ("b", Normalizer(), [2, 3])],
+                             sparse_threshold=0)
+    pipe = Pipeline([("head", head), ("dp", _clf())])
+    lines, counts = set(), []
+    draw = _random.sample_stopping_count
+    monkeypatch.setattr(_random, "sample_stopping_count",
+                        lambda *args: counts.append(draw(*args)) or counts[-1])
+    for seed in range(4):
+        with parallel_config(verbose=10):
+            DPRandomizedSearchCV(pipe, {"dp__norm_bound": [1.0, 2.0]}, epsilon=1.0,
+                                 accountant=PrivacyAccountant(), random_state=seed).fit(X, y)
+        out, err = capfd.readouterr()
+        lines.add(len((out + err).splitlines()))
+    assert len(set(counts)) > 1 and len(lines) == 1  # several K, one output length
+
+
 def test_a_random_state_meaning_no_shuffle_is_not_seeded(reg_data):
     # TargetEncoder(shuffle=False) builds KFold(shuffle=False, random_state=...),
     # which refuses a seed: the search refused the pipeline ("failed on the

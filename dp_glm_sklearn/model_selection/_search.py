@@ -70,7 +70,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from joblib import effective_n_jobs
+from joblib import effective_n_jobs, parallel_config
 from joblib.parallel import get_active_backend
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
 from sklearn.model_selection import ParameterGrid
@@ -236,7 +236,9 @@ def _fit_candidate(estimator, params, slot, X, y, parent_pid, steps_seed):
     # check_inverse, a transform overflowing), after the search's charge.
     # The DP estimator's own warnings (an unused option) were shown before
     # the charge, by _check_public_plans.
-    with np.errstate(all="ignore"):
+    # joblib's parallel_config(verbose=...) reaches the Parallel of a step (a
+    # ColumnTransformer's), whose progress lines would count the fits: off.
+    with np.errstate(all="ignore"), parallel_config(verbose=0):
         if os.getpid() == parent_pid:
             estimator.fit(X, y)  # in the parent's threads: _fit_jobs silences them
         else:
@@ -818,7 +820,8 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         n_val = num_samples(X_val)
         utilities, sensitivities = [], []
         for est in fitted:
-            losses, bound = _validation_losses(est, slot, scoring, X_val, y_val)
+            with parallel_config(verbose=0):  # (as in _fit_candidate)
+                losses, bound = _validation_losses(est, slot, scoring, X_val, y_val)
             if losses.shape != (n_val,):  # the sensitivity bound / n_val needs one per row
                 raise RuntimeError(
                     f"a candidate's validation losses have shape {losses.shape}, not "

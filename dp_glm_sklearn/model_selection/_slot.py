@@ -191,6 +191,7 @@ def _validate_candidates(estimator, candidates, slot, accountant=None, secret_co
         _refuse_callbacks(candidate)
         if secret_count:
             _refuse_caching(candidate)
+            _refuse_verbose(candidate)
         try:
             _check_parameters(candidate, owner)
         except (TypeError, ValueError) as exc:
@@ -236,6 +237,21 @@ def _refuse_caching(estimator):
                 "DPRandomizedSearchCV: a Pipeline in the searched estimator caches its fitted "
                 "steps (memory is set); the cache would keep a copy of the steps of every "
                 "candidate, whose number is secret. Nothing was charged. Set memory=None.")
+
+
+def _refuse_verbose(estimator):
+    """Refuse a ``verbose`` setting in ``estimator`` (a Pipeline's, a
+    ColumnTransformer's, a step's): it prints a line or more per fit, so
+    the random search's output would count its secret number of candidates."""
+    for part in _parts(estimator):
+        if not isinstance(part, BaseEstimator):
+            continue
+        verbose = part.get_params(deep=False).get("verbose")
+        if verbose is not None and verbose is not False and verbose != 0:
+            raise ValueError(
+                f"DPRandomizedSearchCV: {type(part).__name__} in the searched estimator has "
+                f"verbose={verbose!r}; it would print for every candidate, whose number is "
+                "secret. Nothing was charged. Set verbose to 0 or False.")
 
 
 def _failing_parameter(exc):
