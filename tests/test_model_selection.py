@@ -1312,6 +1312,35 @@ def test_randomized_search_samples_distributions(reg_data):
     assert 0.5 <= search.best_params_["norm_bound"] <= 5.0
 
 
+def test_a_sequence_of_values_is_read_a_fixed_number_of_times(reg_data):
+    # It was read at every draw: a user's sequence counted the secret K
+    # (red-team, session 32).
+    from collections.abc import Sequence
+
+    class Counting(Sequence):
+        def __init__(self, values):
+            self.values, self.reads = list(values), 0
+
+        def __len__(self):
+            return len(self.values)
+
+        def __getitem__(self, i):
+            return self.values[i]
+
+        def __iter__(self):
+            self.reads += 1
+            return iter(self.values)
+
+    reads, best = set(), set()
+    for seed in range(4):
+        values = Counting([0.5, 1.0, 2.0])
+        search = DPRandomizedSearchCV(_reg(), {"norm_bound": values}, epsilon=3.0, delta=DELTA,
+                                      random_state=seed, accountant=PrivacyAccountant())
+        best.add(search.fit(*reg_data).best_params_["norm_bound"])
+        reads.add(values.reads)
+    assert len(reads) == 1 and best <= {0.5, 1.0, 2.0}
+
+
 def test_randomized_search_bad_distributions(reg_data):
     acc = PrivacyAccountant(delta=DELTA)
     for dists in ({"norm_bound": []}, {"norm_bound": "abc"}, [], ["x"]):

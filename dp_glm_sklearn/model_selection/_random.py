@@ -100,7 +100,10 @@ def _check_distributions(param_distributions):
                     f"Parameter {name!r} of 'param_distributions' must be a non-empty "
                     f"sequence or a distribution with an rvs method; got {values!r}."
                 )
-    return dists
+    # Each sequence read once, here: a user's sequence read at every draw
+    # counted the secret number of candidates.
+    return [{name: values if hasattr(values, "rvs") else list(values)
+             for name, values in dist.items()} for dist in dists]
 
 
 def _checked_options(dists):
@@ -200,7 +203,6 @@ def _sample_params(dists, rng):
                     "public bounds; list None among the values to mean 'not stated'. "
                     "Nothing was charged.")
         else:
-            values = list(values)
             params[name] = values[int(rng.integers(len(values)))]
     return params
 
