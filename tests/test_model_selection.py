@@ -637,8 +637,10 @@ def test_workers_copy_read_only_parts_for_preprocessing_steps_only(monkeypatch):
     from sklearn.pipeline import make_pipeline
 
     copied = []
-    real = _search._writable
-    monkeypatch.setattr(_search, "_writable", lambda a: copied.append(1) or real(a))
+    writable, fresh = _search._writable, _search._fresh
+    monkeypatch.setattr(_search, "_writable", lambda a: copied.append(1) or writable(a))
+    # (X is copied for the steps in any case, which may work in place.)
+    monkeypatch.setattr(_search, "_fresh", lambda a: copied.append(1) or fresh(a))
     X = np.random.default_rng(0).normal(size=(50, 2))
     y = (X[:, 0] > 0).astype(int)
     X.setflags(write=False)
@@ -3774,6 +3776,84 @@ def test_joblibs_verbose_does_not_count_the_random_searchs_candidates(clf_data, 
         out, err = capfd.readouterr()
         lines.add(len((out + err).splitlines()))
     assert len(set(counts)) > 1 and len(lines) == 1  # several K, one output length
+
+
+@pytest.mark.parametrize("wrapper", ["grid", "random", "boosting"])
+def test_a_step_working_in_place_gets_its_own_copy(wrapper):
+    # A FunctionTransformer doing df[col] = np.log(df[col]) changed the
+    # caller's X in the probes and the training part every candidate reads:
+    # the second candidate took the log of a log and, at a NaN, the search
+    # failed after its charge, for the random search exactly when K >= 2
+    # (red-team, session 32). Each fit and scoring pass gets its own copy.
+    pd = pytest.importorskip("pandas")
+    from sklearn.preprocessing import FunctionTransformer
+
+    def log_in_place(frame):
+        frame["income"] = np.log(frame["income"])
+        return frame
+
+    def log_copy(frame):
+        return frame.assign(income=np.log(frame["income"]))
+
+    rng = np.random.default_rng(0)
+    X = pd.DataFrame({"income": rng.uniform(1.5, 10.0, 400), "age": rng.uniform(0, 1, 400)})
+    y = (0.3 * np.log(X["income"]) + 0.2 * X["age"] + 0.05 * rng.normal(size=400)).to_numpy()
+    original = X.copy()
+    coefs = []
+    for step in (log_in_place, log_copy):
+        pipe = Pipeline([("log", FunctionTransformer(step)),
+                         ("dp", DPLinearRegression(feature_norm=3.0, y_bound=1.0))])
+        grid = {"dp__norm_bound": [0.5, 1.0, 2.0]}
+        acc = PrivacyAccountant(epsilon=10.0)
+        if wrapper == "grid":
+            search = DPGridSearchCV(pipe, grid, refit=True, random_state=0, accountant=acc)
+        elif wrapper == "random":
+            search = DPRandomizedSearchCV(pipe, grid, random_state=0, mean_candidates=8,
+                                          accountant=acc)
+        else:
+            search = DPConfidenceBoosting(pipe, random_state=0, accountant=acc)
+        coefs.append(search.fit(X, y).best_estimator_[-1].coef_)
+        assert len(acc.history) == 1
+        pd.testing.assert_frame_equal(X, original)
+    np.testing.assert_array_equal(coefs[0], coefs[1])
+
+
+def dummies_of_zip(frame):  # (module level: picklable)
+    import pandas as pd
+
+    return pd.get_dummies(frame, columns=["zip"], dtype=float)
+
+
+def test_parts_whose_steps_give_other_columns_are_refused_before_the_charge():
+    # pd.get_dummies gave the validation part other columns than the training
+    # part, as many: the check compared widths only, and predict raised after
+    # the charge quoting the unseen columns, values of single records
+    # (red-team, session 32).
+    pd = pytest.importorskip("pandas")
+    from sklearn.preprocessing import FunctionTransformer
+
+    rng = np.random.default_rng(0)
+    zips = rng.choice(["10115", "10117", "20095"], size=40).astype(object)
+    zips[:2] = ["99999-alice", "88888-bob"]  # one record each
+    X = pd.DataFrame({"a": rng.normal(size=40) / 2, "zip": zips})
+    y = (X["a"] > 0).astype(int).to_numpy()
+    pipe = Pipeline([("dummies", FunctionTransformer(dummies_of_zip)),
+                     ("dp", DPLogisticRegression(feature_norm=2.0, classes=[0, 1]))])
+    acc = PrivacyAccountant(epsilon=100.0)
+    for seed in range(6):  # seed 3 split the two records apart
+        spent = len(acc.history)
+        search = DPGridSearchCV(pipe, {"dp__norm_bound": [1.0, 2.0]}, random_state=seed,
+                                accountant=acc)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)
+            try:
+                search.fit(X, y)
+            except ValueError as exc:
+                assert "alice" not in str(exc) and "Nothing was charged" in str(exc) \
+                    or "before anything was charged" in str(exc)
+                assert len(acc.history) == spent
+            else:
+                assert len(acc.history) == spent + 1
 
 
 def test_a_random_state_meaning_no_shuffle_is_not_seeded(reg_data):

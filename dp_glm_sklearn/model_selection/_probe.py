@@ -13,10 +13,10 @@ from sklearn.base import clone
 from sklearn.utils import check_array
 
 from .._sklearn_compat import safe_indexing
-from .._validation import _duplicates_summed, _unquoted
+from .._validation import _column_names, _duplicates_summed, _unquoted
 from .._warn import silenced
 from ._pickling import pickling_failure
-from ._slot import _step_seeds
+from ._slot import _fresh, _step_seeds
 
 #: Beginnings of scikit-learn's input-validation messages that quote no value
 #: of the data, nor a count that a preprocessing step could make private.
@@ -43,19 +43,24 @@ class _UnusableOutput(Exception):
     """The steps' output on a part is one the DP estimator cannot take (worded generically)."""
 
 
-def _usable_output(Xt, n_features=None):
-    """``Xt``'s number of features; raises :class:`_UnusableOutput` unless the DP
-    estimator can be fitted on ``Xt`` (as its ``_validated`` checks X), or,
-    given the ``n_features`` it was fitted on, predict on ``Xt``."""
+def _usable_output(Xt, fitted_on=None):
+    """``(n_features, column names or None)`` of ``Xt``; raises
+    :class:`_UnusableOutput` unless the DP estimator can be fitted on ``Xt``
+    (as its ``_validated`` checks X), or, given what it was ``fitted_on``
+    (such a pair), predict on ``Xt``: as many features, and the same column
+    names in the same order (a ``pd.get_dummies`` step gave the validation
+    part other columns of the same number, and predict quoted them, values
+    of single records, after the charge)."""
+    columns = _column_names(Xt)
     try:
         with config_context(assume_finite=False):
             Xt = _duplicates_summed(check_array(Xt, accept_sparse="csr",
                                                 dtype=[np.float64, np.float32]))
     except (ValueError, TypeError):
         raise _UnusableOutput() from None
-    if n_features is not None and Xt.shape[1] != n_features:
+    if fitted_on is not None and (Xt.shape[1], columns) != fitted_on:
         raise _UnusableOutput()
-    return Xt.shape[1]
+    return Xt.shape[1], columns
 
 
 def _probe_head(head, X, y, parts, dumps, refit, steps_seed):
@@ -91,7 +96,7 @@ def _probe_head(head, X, y, parts, dumps, refit, steps_seed):
     try:
         with silenced(), np.errstate(all="ignore"):
             whole = _seeded(clone(head), steps_seed)
-            Xt = whole.fit_transform(X, y)
+            Xt = whole.fit_transform(_fresh(X), y)  # (a step may work in place)
             if refit and dumps is not None:
                 fitted.append(whole)
             widths = set()
@@ -100,10 +105,10 @@ def _probe_head(head, X, y, parts, dumps, refit, steps_seed):
                 # validation: a step can leave a training part with no
                 # feature, or scale a validation part to inf.
                 part = _seeded(clone(head), steps_seed)
-                n_features = _usable_output(part.fit_transform(safe_indexing(X, train),
-                                                               safe_indexing(y, train)))
-                _usable_output(part.transform(safe_indexing(X, val)), n_features)
-                widths.add(n_features)
+                fitted_on = _usable_output(part.fit_transform(safe_indexing(X, train),
+                                                              safe_indexing(y, train)))
+                _usable_output(part.transform(safe_indexing(X, val)), fitted_on)
+                widths.add(fitted_on[0])
                 if dumps is not None:
                     fitted.append(part)
     except Exception as exc:

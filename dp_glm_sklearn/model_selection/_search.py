@@ -140,6 +140,7 @@ from ._slot import (
     _cloned,
     _column_dtype,
     _find_dp_slot,
+    _fresh,
     _head,
     _params_key,
     _preprocessing,
@@ -238,16 +239,16 @@ def _fit_candidate(estimator, params, slot, X, y, parent_pid, steps_seed):
     # the charge, by _check_public_plans.
     # joblib's parallel_config(verbose=...) reaches the Parallel of a step (a
     # ColumnTransformer's), whose progress lines would count the fits: off.
+    if _head(estimator) is not None:
+        # Its own copy of the part for the steps, which may work in place (the
+        # DP estimators read X and y only: no copy for them).  In a worker
+        # process the part may be a read-only memory map (joblib's, for large
+        # arrays): the copy of X is writable, and y is made so.
+        X, y = _fresh(X), _writable(y)
     with np.errstate(all="ignore"), parallel_config(verbose=0):
         if os.getpid() == parent_pid:
             estimator.fit(X, y)  # in the parent's threads: _fit_jobs silences them
         else:
-            # joblib hands a worker process large arrays as read-only memory
-            # maps; a step working in place (checked before the charge on
-            # writable parts) would fail there, after the charge.  (The DP
-            # estimators read X and y only: no copy of the part for them.)
-            if _head(estimator) is not None:
-                X, y = _writable(X), _writable(y)
             # One task at a time per worker process: its filters are its own.
             with silenced():
                 estimator.fit(X, y)

@@ -16,6 +16,7 @@ import zlib
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.compose import ColumnTransformer, make_column_selector
 from sklearn.impute import SimpleImputer
@@ -415,6 +416,21 @@ def _head(estimator):
     """The steps before the DP estimator as one (unfitted or fitted) Pipeline, or None."""
     steps = _preprocessing(estimator)
     return Pipeline([(f"step{i}", step) for i, (_, step) in enumerate(steps)]) if steps else None
+
+
+def _fresh(X):
+    """A copy of X (a numpy array, sparse matrix or pandas object) for a fit or
+    a scoring pass through preprocessing steps; other data as they are.
+
+    A step that works in place (pandas' ``df[col] = np.log(df[col])``)
+    changed the caller's X in the probes, and the one training part every
+    candidate reads: the second candidate took the log of a log, and a
+    failure after the charge came at K >= 2, telling the random search's
+    secret K.  scikit-learn's searches index a fresh copy for every fit too.
+    """
+    if isinstance(X, np.ndarray) or sp.issparse(X) or hasattr(X, "iloc"):
+        return X.copy()
+    return X
 
 
 def _check_grid_keys(candidates, slot):
