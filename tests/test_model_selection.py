@@ -1924,6 +1924,15 @@ def test_a_budget_set_on_the_wrapped_estimator_is_flagged(reg_data):
                        accountant=PrivacyAccountant()).fit(*reg_data)
         _reg(norm_bound="auto", epsilon=2.0, random_state=3,
              accountant=PrivacyAccountant()).fit(*reg_data)
+    # A DP estimator given as a value of the grid is flagged too, once per
+    # setting (it was trained at the search's budget silently; red-team,
+    # session 32), in both searches.
+    grid = {"dp": [_reg(norm_bound=1.0, epsilon=100.0), _reg(norm_bound=2.0, epsilon=100.0)]}
+    for search in (DPGridSearchCV, DPRandomizedSearchCV):
+        with pytest.warns(UserWarning, match=r"epsilon=100\.0 is ignored") as record:
+            search(Pipeline([("dp", _reg())]), grid, epsilon=1.0, delta=DELTA,
+                   random_state=0, accountant=PrivacyAccountant()).fit(*reg_data)
+        assert sum("is ignored" in str(w.message) for w in record) == 1
 
 
 def test_auto_norm_bound_is_recorded_under_the_estimators_name(reg_data):
@@ -3490,6 +3499,10 @@ def test_dp_score_refuses_frames_whose_columns_differ_from_the_models(clf_data):
     for bad in (frame[["d", "c", "b", "a"]], frame.rename(columns={"a": "z"})):
         with pytest.raises(ValueError, match="column names of X differ"):
             dp_score(clf, bad[800:], y[800:], accountant=acc)
+    # Without names (an array; a Pipeline selecting by name failed on every row,
+    # charged for a score of bounds: red-team, session 32).
+    with pytest.raises(ValueError, match="fitted on a table with column names"):
+        dp_score(clf, X[800:], y[800:], accountant=acc)
     assert acc.history == []
     dp_score(clf, frame[800:], y[800:], accountant=acc)
     assert len(acc.history) == 1

@@ -75,6 +75,12 @@ def _checked_layout(estimator, X):
                          f"{expected}; nothing was charged.")
     names = getattr(estimator, "feature_names_in_", None)
     columns = _column_names(X)
+    if names is not None and columns is None:
+        # (A Pipeline selecting columns by name fails on every row of an array:
+        # a charge for a score of bounds.)
+        raise ValueError("dp_score: the model was fitted on a table with column names "
+                         f"({list(names)}); give X as a table with those columns. Nothing "
+                         "was charged.")
     if names is not None and columns is not None and columns != [str(c) for c in names]:
         raise ValueError("dp_score: the column names of X differ from those the model was "
                          f"fitted on ({list(names)}), or are in another order; nothing "
@@ -136,8 +142,10 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     X : array-like of shape (n_samples, n_features)
         The private evaluation rows.  ``n_samples`` is public, and so is the
         layout of an array, sparse matrix or frame (its width, column names
-        and dtype), checked against the model before the charge.  A list of
-        rows is refused (its layout is its records': convert it first).
+        and dtype), checked against the model before the charge: a model
+        fitted on a table with column names needs a table with the same
+        columns.  A list of rows is refused (its layout is its records':
+        convert it first).
     y : array-like of shape (n_samples,)
         Their labels.
     scoring : {"accuracy", "loss", "neg_mean_absolute_error", \

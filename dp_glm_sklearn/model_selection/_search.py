@@ -607,8 +607,11 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         record).
         """
         owner = slot.owner(self.estimator)
-        _warn_overridden(self, owner)
         possible = self._possible_candidates(candidates, slot)
+        # (The wrapped estimator's, then those a grid value replaces it by:
+        # from the public settings, not the random search's draws.)
+        _warn_overridden(self, [owner, *(slot.owner(_with_params(self.estimator, params))
+                                         for params in possible)])
         _warn_fitted_preprocessing(self, slot, possible)
         _check_scoring(self.estimator, slot, self._scoring())
         dumps = worker_pickling_check(self.n_jobs)

@@ -454,19 +454,23 @@ def _search_defaults(owner):
     return {k: parameters[k].default for k in _SET_BY_SEARCH if k in parameters}
 
 
-def _warn_overridden(search, owner):
-    """Warn when the wrapped estimator sets a parameter the search overrides
-    (to neither its default nor the search's own value)."""
+def _warn_overridden(search, owners):
+    """Warn when a DP estimator of the search (the wrapped one, or one given
+    as a value of the grid) sets a parameter the search overrides (to neither
+    its default nor the search's own value); once per distinct setting."""
     def differs(value, other):
         return value is not other and not (np.isscalar(value) and value == other)
 
-    set_ = [f"{k}={getattr(owner, k)!r}" for k, default in _search_defaults(owner).items()
-            if differs(getattr(owner, k), default)
-            and differs(getattr(owner, k), getattr(search, k, default))]
-    if set_:
-        warn_user(
-            f"{type(search).__name__} sets epsilon, delta and random_state of every fit "
-            f"it makes from its own parameters; the estimator's {', '.join(set_)} "
-            "is ignored.",
-            UserWarning,
-        )
+    shown = set()
+    for owner in owners:
+        set_ = [f"{k}={getattr(owner, k)!r}" for k, default in _search_defaults(owner).items()
+                if differs(getattr(owner, k), default)
+                and differs(getattr(owner, k), getattr(search, k, default))]
+        if set_ and tuple(set_) not in shown:
+            shown.add(tuple(set_))
+            warn_user(
+                f"{type(search).__name__} sets epsilon, delta and random_state of every fit "
+                f"it makes from its own parameters; the estimator's {', '.join(set_)} "
+                "is ignored.",
+                UserWarning,
+            )
