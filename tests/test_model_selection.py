@@ -3519,7 +3519,7 @@ def test_dp_score_refuses_frames_whose_columns_differ_from_the_models(clf_data):
             dp_score(clf, convert(lib, frame[800:][["d", "c", "b", "a"]]), y[800:],
                      accountant=acc)
     # numpy 2's StringDType is text too, refused before the charge.
-    string_dtype = getattr(np.dtypes, "StringDType", None)
+    string_dtype = getattr(getattr(np, "dtypes", None), "StringDType", None)
     if string_dtype is not None:
         spent = len(acc.history)
         with pytest.raises(ValueError, match="X is an array of text"):
