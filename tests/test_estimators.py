@@ -975,6 +975,16 @@ def test_a_frame_that_is_not_numeric_names_its_columns_not_their_values():
                        r"'city' \(category\); encode them") as info:
         DPLinearRegression(y_bound=1.0, accountant=acc).fit(X, [0.1, 0.2, 0.3, 0.4])
     assert "alice" not in str(info.value) and acc.history == []
+    # pyarrow's numeric types are numeric (they were listed: review, session 32).
+    try:
+        import pyarrow as pa
+    except ImportError:
+        pa = None
+    if pa is not None:
+        table = pa.table({"x": [0.1, 0.2, 0.3, 0.4], "n": pa.array([1, 2, 3, 4], pa.int32()),
+                          "city": ["a", "b", "a", "c"]})
+        with pytest.raises(ValueError, match=r"not numeric are 'city' \(string\); encode"):
+            DPLinearRegression(y_bound=1.0, accountant=acc).fit(table, [0.1, 0.2, 0.3, 0.4])
     # A plain array of objects has no columns to name: the general message.
     with pytest.raises(ValueError, match="X and y must be numeric") as info:
         DPLinearRegression(y_bound=1.0, accountant=acc).fit(X.to_numpy(), [0.1, 0.2, 0.3, 0.4])

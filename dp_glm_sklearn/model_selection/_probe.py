@@ -8,6 +8,7 @@ replaced by messages that quote no value or private count of the data.
 """
 
 import numpy as np
+from joblib import parallel_config
 from sklearn import config_context
 from sklearn.base import clone
 from sklearn.utils import check_array
@@ -94,9 +95,12 @@ def _probe_head(head, X, y, parts, dumps, refit, steps_seed):
     steps = ", ".join(type(step).__name__ for _, step in head.steps)
     fitted = []
     try:
-        with silenced(), np.errstate(all="ignore"):
+        # (joblib's parallel_config(verbose=...) off, as in the candidates: with a
+        # step parameter drawn from a distribution there is one probe per drawn
+        # candidate, and the progress lines would count the random search's K.)
+        with silenced(), np.errstate(all="ignore"), parallel_config(verbose=0):
             whole = _seeded(clone(head), steps_seed)
-            Xt = whole.fit_transform(_fresh(X), y)  # (a step may work in place)
+            Xt = whole.fit_transform(_fresh(X, head.steps), y)  # (a step may work in place)
             if refit and dumps is not None:
                 fitted.append(whole)
             widths = set()

@@ -17,7 +17,7 @@ from sklearn.base import clone, is_classifier
 from .._objective import _SCORE_BLOCK_BYTES
 from .._sklearn_compat import safe_indexing
 from .._warn import silenced
-from ._slot import _fresh, _head
+from ._slot import _fresh, _head, _preprocessing
 
 #: Scores of bounded sensitivity a search can select on.
 SCORINGS = ("accuracy", "loss", "neg_mean_absolute_error", "neg_mean_squared_error")
@@ -128,7 +128,7 @@ def _validation_losses(estimator, slot, scoring, X, y):
             # (Steps that work in place get a copy: the part is scored once per
             # candidate.  The blocks below are copies already.)
             return _clipped_losses(estimator, slot, scoring,
-                                   X if _head(estimator) is None else _fresh(X), y)
+                                   _fresh(X, _preprocessing(estimator)), y)
         # Many classes: the scores (n_val x K) in blocks of rows, as in training
         # (a million declared classes asked for GBs here, after the charge).
         # Predictions are row by row; a user's step whose transform mixes rows

@@ -240,11 +240,13 @@ def _fit_candidate(estimator, params, slot, X, y, parent_pid, steps_seed):
     # joblib's parallel_config(verbose=...) reaches the Parallel of a step (a
     # ColumnTransformer's), whose progress lines would count the fits: off.
     if _head(estimator) is not None:
-        # Its own copy of the part for the steps, which may work in place (the
-        # DP estimators read X and y only: no copy for them).  In a worker
-        # process the part may be a read-only memory map (joblib's, for large
-        # arrays): the copy of X is writable, and y is made so.
-        X, y = _fresh(X), _writable(y)
+        # Its own copy of the part for steps that may work in place (the DP
+        # estimators and scikit-learn's steps read X only: no copy for them).
+        # In a worker process the part may be a read-only memory map
+        # (joblib's, for large arrays): X and y are made writable for the steps.
+        X = _fresh(X, _preprocessing(estimator))
+        if os.getpid() != parent_pid:
+            X, y = _writable(X), _writable(y)
     with np.errstate(all="ignore"), parallel_config(verbose=0):
         if os.getpid() == parent_pid:
             estimator.fit(X, y)  # in the parent's threads: _fit_jobs silences them
@@ -824,8 +826,22 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         n_val = num_samples(X_val)
         utilities, sensitivities = [], []
         for est in fitted:
-            with parallel_config(verbose=0):  # (as in _fit_candidate)
-                losses, bound = _validation_losses(est, slot, scoring, X_val, y_val)
+            failed = False
+            try:
+                with parallel_config(verbose=0):  # (as in _fit_candidate)
+                    losses, bound = _validation_losses(est, slot, scoring, X_val, y_val)
+            except Exception:
+                failed = True
+            if failed:
+                # After the charge: a step's own message may quote the data (a
+                # get_dummies step's unseen columns, when the validation part
+                # is scored in blocks of rows the probes did not try).  Raised
+                # outside the except block: the original is not its context.
+                raise RuntimeError(
+                    f"{type(self).__name__}: a candidate failed on the validation part "
+                    "after the charge (the budget is spent). What failed is not shown: it "
+                    "may tell values of the data. Preprocessing steps must transform each "
+                    "row alone, to the same columns whatever the rows.")
             if losses.shape != (n_val,):  # the sensitivity bound / n_val needs one per row
                 raise RuntimeError(
                     f"a candidate's validation losses have shape {losses.shape}, not "

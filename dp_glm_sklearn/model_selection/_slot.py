@@ -22,7 +22,12 @@ from sklearn.compose import ColumnTransformer, make_column_selector
 from sklearn.impute import SimpleImputer
 from sklearn.kernel_approximation import RBFSampler
 from sklearn.pipeline import FeatureUnion, Pipeline
-from sklearn.preprocessing import OneHotEncoder, OrdinalEncoder, PolynomialFeatures
+from sklearn.preprocessing import (
+    FunctionTransformer,
+    OneHotEncoder,
+    OrdinalEncoder,
+    PolynomialFeatures,
+)
 from sklearn.random_projection import GaussianRandomProjection, SparseRandomProjection
 from sklearn.utils import get_tags
 
@@ -418,19 +423,59 @@ def _head(estimator):
     return Pipeline([(f"step{i}", step) for i, (_, step) in enumerate(steps)]) if steps else None
 
 
-def _fresh(X):
-    """A copy of X (a numpy array, sparse matrix or pandas object) for a fit or
-    a scoring pass through preprocessing steps; other data as they are.
+def _fresh(X, steps):
+    """X, or a copy of it for a fit or a scoring pass through ``steps`` (the
+    preprocessing before the DP estimator) if one of them may write to its
+    input (:func:`_may_write`).
 
     A step that works in place (pandas' ``df[col] = np.log(df[col])``)
     changed the caller's X in the probes, and the one training part every
     candidate reads: the second candidate took the log of a log, and a
     failure after the charge came at K >= 2, telling the random search's
     secret K.  scikit-learn's searches index a fresh copy for every fit too.
+    A numpy array or sparse matrix is copied; a pandas object under
+    copy-on-write (pandas 3) and a polars frame are cloned without copying
+    their data; other data (pyarrow tables, which cannot change, lists)
+    are given as they are.
     """
-    if isinstance(X, np.ndarray) or sp.issparse(X) or hasattr(X, "iloc"):
+    if not _may_write(steps):
+        return X
+    if isinstance(X, np.ndarray) or sp.issparse(X):
         return X.copy()
+    if hasattr(X, "iloc"):  # pandas
+        return X.copy(deep=not _pandas_copy_on_write())
+    if type(X).__module__.startswith("polars") and hasattr(X, "clone"):
+        # (polars has in-place methods too: replace_column, df[i, c] = v.)
+        return X.clone()
     return X
+
+
+def _pandas_copy_on_write():
+    """Whether pandas copies a frame's data before any change (pandas 3, or the option)."""
+    import pandas as pd
+
+    try:
+        return int(pd.__version__.split(".")[0]) >= 3 or pd.get_option(
+            "mode.copy_on_write") is True
+    except Exception:  # (an unknown version string or option: copy)
+        return False
+
+
+def _may_write(steps):
+    """Whether a step of ``steps`` (``(path, step)`` pairs) may write to its
+    input: a user's function (``FunctionTransformer``) or class (not
+    scikit-learn's), or a scikit-learn step told ``copy=False``.
+    scikit-learn's own steps otherwise leave their input alone."""
+    for _, step in steps:
+        for part in _parts(step):
+            if not isinstance(part, BaseEstimator):
+                continue
+            if isinstance(part, FunctionTransformer) or not (
+                    type(part).__module__.startswith("sklearn.")):
+                return True
+            if part.get_params(deep=False).get("copy", True) is False:
+                return True
+    return False
 
 
 def _check_grid_keys(candidates, slot):
