@@ -3872,7 +3872,8 @@ def test_steps_that_cannot_write_get_no_copy():
     X = np.ones((3, 2))
     for steps, copied in (([("s", StandardScaler())], False),
                           ([("s", StandardScaler(copy=False))], True),
-                          ([("f", FunctionTransformer(np.tanh))], True),
+                          ([("f", FunctionTransformer(np.tanh))], False),  # a ufunc
+                          ([("f", FunctionTransformer(lambda Z: Z))], True),
                           ([("u", Pipeline([("i", _InPlace())]))], True)):
         assert (_slot._fresh(X, steps) is not X) is copied
 

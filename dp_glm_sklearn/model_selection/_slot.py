@@ -463,15 +463,18 @@ def _pandas_copy_on_write():
 
 def _may_write(steps):
     """Whether a step of ``steps`` (``(path, step)`` pairs) may write to its
-    input: a user's function (``FunctionTransformer``) or class (not
+    input: a user's function (a ``FunctionTransformer``'s, unless None or a
+    numpy ufunc such as ``np.log``, which return new arrays) or class (not
     scikit-learn's), or a scikit-learn step told ``copy=False``.
     scikit-learn's own steps otherwise leave their input alone."""
     for _, step in steps:
         for part in _parts(step):
             if not isinstance(part, BaseEstimator):
                 continue
-            if isinstance(part, FunctionTransformer) or not (
-                    type(part).__module__.startswith("sklearn.")):
+            if isinstance(part, FunctionTransformer):
+                if not (part.func is None or isinstance(part.func, np.ufunc)):
+                    return True
+            elif not type(part).__module__.startswith("sklearn."):
                 return True
             if part.get_params(deep=False).get("copy", True) is False:
                 return True
