@@ -3465,6 +3465,45 @@ def test_dp_score_takes_one_loss_per_record_whatever_the_records_hold(clf_data, 
     assert len(acc.history) == spent + 2
 
 
+def test_dp_score_one_failing_record_leaves_the_others_losses_alone():
+    # After one record failed, every row was scored alone, which rounds the
+    # decision values otherwise than the batch: rows on the public model's
+    # boundary flipped, and neighbouring test sets of 200 rows scored 1.0 and
+    # 0.0 (privacy.md audit, session 32). The fallback scores a batch of the
+    # same shape, the failing row replaced.
+    from dp_glm_sklearn import dp_score
+
+    rng = np.random.default_rng(0)
+    d = 50
+    X = rng.normal(size=(2000, d))
+    clf = DPLogisticRegression(feature_norm=4.0, classes=[0, 1], random_state=0,
+                               accountant=PrivacyAccountant()).fit(X, (X[:, 0] > 0).astype(int))
+    w, b = clf.coef_.ravel(), float(clf.intercept_[0])
+    pool = rng.normal(size=(5000, d))
+    pool[:, 0] = -(pool[:, 1:] @ w[1:] + b) / w[0]  # on the decision boundary
+    batch = clf.decision_function(pool)
+    alone = np.array([clf.decision_function(pool[i:i + 1])[0] for i in range(len(pool))])
+    rows = pool[(batch > 0) != (alone > 0)][:199]  # (none on a platform rounding alike)
+    labels = (clf.decision_function(rows) > 0).astype(int)
+    acc = PrivacyAccountant(np.inf)
+    scores = [dp_score(clf, np.vstack([rows, last]), np.append(labels, 0), epsilon=np.inf,
+                       accountant=acc) for last in (np.zeros((1, d)), np.full((1, d), np.nan))]
+    assert abs(scores[0] - scores[1]) <= 1 / (len(rows) + 1) + 1e-12
+
+
+def test_dp_score_refuses_a_list_of_labels(clf_data):
+    # One text label among numbers made a list's every label text: no
+    # prediction matched, and every loss moved with one record (audit).
+    from dp_glm_sklearn import dp_score
+
+    X, y = clf_data
+    clf = _clf(random_state=0, accountant=PrivacyAccountant()).fit(X[:800], y[:800])
+    acc = PrivacyAccountant()
+    with pytest.raises(TypeError, match="needs y as an array"):
+        dp_score(clf, X[800:], list(y[800:]), accountant=acc)
+    assert acc.history == []
+
+
 @pytest.mark.filterwarnings("ignore::scipy.sparse.SparseEfficiencyWarning")
 @pytest.mark.parametrize("fmt", ["coo", "dia", "bsr", "csc"])
 def test_dp_score_on_sparse_formats_bounds_only_the_failing_record(clf_data, monkeypatch, fmt):

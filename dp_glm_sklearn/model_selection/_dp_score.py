@@ -94,22 +94,43 @@ def _total_losses(estimator, slot, scoring, X, y, bound):
     A record whose loss cannot be computed (a NaN in its row, a category
     its encoder was not given, a label that is not a number) gets the
     bound, as a record whose prediction overflows does: an error would tell
-    something of one record (maybe quote it) outside the release.  The rows
-    are tried together first, then, if that fails, one at a time (so such
-    a record makes the call slower: time is not protected, docs/privacy.md).
+    something of one record (maybe quote it) outside the release.
+
+    The other records' losses must not change with it.  They are computed
+    in one batch of all the rows (a copy in row order, whatever X's memory
+    layout), and a batch of another shape rounds differently in the last
+    bits: a record on the public model's decision boundary flips its 0/1
+    loss (scoring every row alone after one failed moved a score of 1000
+    records from 1.0 to 0.0).  So when the batch fails, the rows are tried
+    one at a time only to find those that fail; each is replaced by the
+    first row that does not, the batch of the same shape is scored again,
+    and the replaced rows get the bound.  (Such a record makes the call
+    slower: time is not protected, docs/privacy.md.)
     """
     n_samples = len(y)
+    order = np.arange(n_samples)
+
+    def batch(rows):
+        losses, _ = _validation_losses(estimator, slot, scoring, safe_indexing(X, rows), y[rows])
+        return losses
+
     try:
-        losses, _ = _validation_losses(estimator, slot, scoring, X, y)
+        losses = batch(order)
     except Exception:  # (which record failed, and why, is not shown)
-        losses = np.empty(n_samples)
+        scored = np.zeros(n_samples, dtype=bool)
         for i in range(n_samples):
             try:
-                row, _ = _validation_losses(estimator, slot, scoring,
-                                            safe_indexing(X, [i]), y[i:i + 1])
-                losses[i] = row[0]
+                batch(order[i:i + 1])
+                scored[i] = True
             except Exception:
-                losses[i] = bound
+                pass
+        losses = np.full(n_samples, float(bound))
+        if scored.any():
+            rows = np.where(scored, order, int(np.argmax(scored)))
+            try:
+                losses = np.where(scored, batch(rows), bound)
+            except Exception:  # only in the batch: steps mixing rows, outside the guarantee
+                pass
     losses = np.asarray(losses, dtype=np.float64)
     if losses.shape != (n_samples,):  # one loss per record, or the sensitivity is off
         raise RuntimeError(f"dp_score computed {losses.shape} losses for {n_samples} records.")
@@ -146,8 +167,9 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
         fitted on a table with column names needs a table with the same
         columns.  A list of rows is refused (its layout is its records':
         convert it first).
-    y : array-like of shape (n_samples,)
-        Their labels.
+    y : array or Series of shape (n_samples,)
+        Their labels (a list is refused: its dtype would be inferred from
+        all its labels; convert it first).
     scoring : {"accuracy", "loss", "neg_mean_absolute_error", \
 "neg_mean_squared_error"} or None, default=None
         The score, as in :class:`DPGridSearchCV`: ``"accuracy"`` (0/1
@@ -246,7 +268,15 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     # Shapes are public: checked before the budget.  A y of shape (n, 1) made
     # every loss an n x n array (broadcast), one record moving a row and a
     # column of it: twice the sensitivity charged for.
-    y_shape = np.shape(y) if hasattr(y, "shape") else (n_samples,)
+    if not hasattr(y, "shape"):
+        # A list's dtype is inferred from all its labels: one text label among
+        # numbers made every label text, so no prediction matched (every loss
+        # moved with one record).  An array's or a Series' dtype is its own.
+        raise TypeError(
+            f"dp_score needs y as an array or a pandas/polars Series (a dtype of its own); "
+            f"got a {type(y).__name__}, whose type numpy would infer from all its labels. "
+            "Convert it first (np.asarray(y)). Nothing was charged.")
+    y_shape = np.shape(y)
     if not (len(y_shape) == 1 or (len(y_shape) == 2 and y_shape[1] == 1)):
         raise ValueError(f"dp_score needs y of shape (n_samples,) or (n_samples, 1); got "
                          f"shape {y_shape}.")
