@@ -567,6 +567,7 @@ def test_a_refused_release_leaves_the_seeds_streams_as_they_were(data, kind, mon
             return est.set_params(norm_bound="auto").fit(X_, y).coef_
         if kind == "dp_score":
             return dp_score(fitted, X_[200:], y[200:], accountant=acc, random_state=3)
+        est.set_params(random_state=None)  # (the wrapper's seed only)
         search = {"grid": lambda: DPGridSearchCV(est, grid, random_state=3, accountant=acc),
                   "random": lambda: DPRandomizedSearchCV(est, grid, random_state=3,
                                                          accountant=acc),

@@ -4035,3 +4035,18 @@ def test_dp_score_refuses_a_noise_scale_that_underflows_before_the_charge():
     with pytest.raises(ValueError, match="noise scale underflows to 0"):
         dp_score(reg, X, y, scoring="neg_mean_squared_error", epsilon=1e250, accountant=acc)
     assert acc.history == []
+
+
+def test_a_wrapped_estimator_given_the_searchs_own_seed_is_flagged(reg_data):
+    # best_estimator_ keeps the wrapped estimator's random_state as given: the
+    # search's own generator (rewound by 2 words, it regenerated the refit's
+    # noise) or integer (docs audit, session 32). A candidate built from the
+    # template holds a deep copy of its generator: that warned "is ignored"
+    # once per candidate.
+    for seed in (np.random.default_rng(0), 7):
+        with pytest.warns(PrivacyLeakWarning, match="random_state is DPGridSearchCV's own") \
+                as record:
+            DPGridSearchCV(_reg(random_state=seed), GRID, epsilon=1.0, delta=DELTA, refit=True,
+                           random_state=seed, accountant=PrivacyAccountant()).fit(*reg_data)
+        assert not any("is ignored" in str(w.message) for w in record)
+        assert sum("own" in str(w.message) for w in record) == 1

@@ -610,10 +610,13 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         """
         owner = slot.owner(self.estimator)
         possible = self._possible_candidates(candidates, slot)
-        # (The wrapped estimator's, then those a grid value replaces it by:
-        # from the public settings, not the random search's draws.)
-        _warn_overridden(self, [owner, *(slot.owner(_with_params(self.estimator, params))
-                                         for params in possible)])
+        # (The wrapped estimator's, then those a grid value replaces it by,
+        # from the public settings, not the random search's draws.  Only
+        # replaced ones: a candidate built from the template holds a deep copy
+        # of its generator, which "differs" from the search's own.)
+        _warn_overridden(self, [owner, *(
+            slot.owner(_with_params(self.estimator, params)) for params in possible
+            if any(isinstance(value, BaseEstimator) for value in params.values()))])
         _warn_fitted_preprocessing(self, slot, possible)
         _check_scoring(self.estimator, slot, self._scoring())
         dumps = worker_pickling_check(self.n_jobs)

@@ -14,6 +14,7 @@ import inspect
 import re
 import zlib
 from dataclasses import dataclass
+from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
@@ -510,6 +511,17 @@ def _warn_overridden(search, owners):
         return value is not other and not (np.isscalar(value) and value == other)
 
     shown = set()
+    own, searchs = getattr(owners[0], "random_state", None), getattr(search, "random_state", None)
+    if own is not None and (own is searchs or (
+            isinstance(own, Integral) and isinstance(searchs, Integral) and own == searchs)):
+        # Put back in best_estimator_ as given: the search's own seed, or its
+        # generator in the state the search left it, published with the model.
+        warn_user(
+            f"The estimator's random_state is {type(search).__name__}'s own "
+            f"({own!r}): best_estimator_ keeps the estimator's random_state as given, so a "
+            "published best_estimator_ would carry the seed, or the generator state, the "
+            "search drew its noise from. Leave the estimator's random_state at None.",
+            PrivacyLeakWarning)
     for owner in owners:
         set_ = [f"{k}={getattr(owner, k)!r}" for k, default in _search_defaults(owner).items()
                 if differs(getattr(owner, k), default)
