@@ -818,3 +818,43 @@ def test_refusal_points_to_affordable_epsilon_not_to_the_excess():
     with pytest.raises(BudgetExceededError) as info:
         pure.spend(PureDPEvent(1.5))
     assert "affordable_epsilon" not in str(info.value)
+
+
+def test_spend_reads_a_generator_of_events_before_taking_its_lock():
+    # A generator reading the accountant (affordable_epsilon) deadlocked spend,
+    # and every later use of the accountant in any thread (red-team, session 32).
+    acc = PrivacyAccountant(epsilon=3.0, delta=1e-6)
+
+    def two_halves():
+        for _ in range(2):
+            yield GaussianEvent(gdp_mu(acc.affordable_epsilon() / 2, acc.delta))
+
+    done = []
+    thread = threading.Thread(target=lambda: done.append(acc.spend(two_halves())), daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    assert done and len(acc.history) == 1 and acc.spent()[0] <= 3.0
+
+
+def test_event_fields_are_checked_again_when_charged():
+    # A subclass overriding __post_init__ (or object.__setattr__) let a NaN
+    # epsilon make the total NaN, after which every charge passed; a negative
+    # one lowered the total (red-team, session 32).
+    from dataclasses import dataclass
+
+    @dataclass(frozen=True)
+    class Unchecked(PureDPEvent):
+        def __post_init__(self):
+            pass
+
+    acc = PrivacyAccountant(epsilon=1.0, delta=1e-6)
+    for bad in (Unchecked(math.nan), Unchecked(-5.0)):
+        with pytest.raises(ValueError, match="epsilon must be a number"):
+            acc.spend(bad)
+        with pytest.raises(ValueError, match="epsilon must be a number"):
+            acc.check([bad])
+    forged = GaussianEvent(0.5)
+    object.__setattr__(forged, "mu", -1.0)
+    with pytest.raises(ValueError, match="mu must be a number"):
+        acc.spend(forged)
+    assert acc.history == [] and acc.spent()[0] == 0.0

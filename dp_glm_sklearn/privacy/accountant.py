@@ -492,6 +492,9 @@ class PrivacyAccountant:
         RuntimeError
             If the accountant is detached (see "Copies and processes").
         """
+        # Read before the lock, as check does: a generator of events that reads
+        # this accountant (affordable_epsilon) deadlocked under it.
+        events = _as_event_tuple(events)
         with self._lock:
             self._record_locked(events, source)
             return self._spent_epsilon(), self._delta
@@ -541,6 +544,7 @@ class PrivacyAccountant:
 
     def _record(self, events, source=None):
         """:meth:`spend` without computing the total it returns (the library's charges)."""
+        events = _as_event_tuple(events)
         with self._lock:
             self._record_locked(events, source)
 

@@ -223,7 +223,26 @@ def _as_event_tuple(events):
                 "events must be GaussianEvent, PureDPEvent, ApproxDPEvent or "
                 f"RandomStoppingEvent instances, got {event!r}."
             )
+        _check_fields(event)
     return events
+
+
+def _check_fields(event):
+    """Check an event's numbers again, as its class's ``__post_init__`` does.
+
+    A subclass may override ``__post_init__`` (or a field be set with
+    ``object.__setattr__``): an epsilon of NaN made the ledger's total NaN,
+    after which every charge passed the budget check, and a negative one
+    lowered the total.
+    """
+    if isinstance(event, (GaussianEvent, RandomStoppingEvent)):
+        _check_real("mu", event.mu)
+    if isinstance(event, (PureDPEvent, ApproxDPEvent)):
+        _check_real("epsilon", event.epsilon)
+    if isinstance(event, ApproxDPEvent):
+        _check_real("delta", event.delta, high=1.0)
+    if isinstance(event, RandomStoppingEvent):
+        _check_stopping(event.mean, event.stopping)
 
 
 class _RunningSummary:
