@@ -98,7 +98,11 @@ def _gdp_log_delta(epsilon, mu, *, margin=0.0):
     epsilon in [1e-3, 100], delta in [1e-15, 0.5] and mu near the root.
     The solvers use the bound so that float error cannot put a calibrated
     mu, or a reported epsilon, on the unsafe side (SPEC section 2).
+    ``mu = 0`` (no release, delta 0) gives ``-inf``: the solvers reach it at
+    epsilon 0 and deltas below about 1e-16 (it divided by zero).
     """
+    if mu == 0.0:
+        return -_INF
     a = -epsilon / mu + mu / 2.0
     log_first = float(log_ndtr(a))
     if log_first == -_INF and margin == 0.0:

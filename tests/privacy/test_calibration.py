@@ -397,3 +397,19 @@ def test_tiny_epsilon_gets_the_closed_form_floor_and_round_trips():
         mu = gdp_mu(epsilon, delta)
         assert gdp_epsilon(mu, delta) <= epsilon, (epsilon, delta)
         assert gdp_delta(epsilon, mu) <= delta, (epsilon, delta)
+
+
+@pytest.mark.parametrize("delta", [1e-16, 1e-20])
+@pytest.mark.parametrize("epsilon", [0.0, 5e-324])
+def test_gdp_mu_at_epsilon_zero_and_tiny_delta(epsilon, delta):
+    # The solver reached mu = 0 there and divided by zero; affordable_epsilon,
+    # bisecting down to such epsilons when nothing fits, crashed instead of
+    # returning 0 (red-team, session 32).
+    from dp_glm_sklearn.privacy import ApproxDPEvent, PrivacyAccountant
+
+    mu = gdp_mu(epsilon, delta)
+    assert 0.0 <= mu < 1e-10
+    assert gdp_delta(epsilon, mu) <= delta * (1 + 1e-9)
+    acc = PrivacyAccountant(epsilon=3.0, delta=delta)
+    acc.spend(ApproxDPEvent(0.5, delta))  # all of delta used
+    assert acc.affordable_epsilon() == 0.0
