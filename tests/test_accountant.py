@@ -858,3 +858,12 @@ def test_event_fields_are_checked_again_when_charged():
     with pytest.raises(ValueError, match="mu must be a number"):
         acc.spend(forged)
     assert acc.history == [] and acc.spent()[0] == 0.0
+
+
+def test_an_unlimited_budget_has_everything_left_after_a_release_without_noise():
+    # remaining() showed 0.0 (max(0, inf - inf)) while spend kept accepting
+    # (red-team, session 32).
+    acc = PrivacyAccountant(epsilon=math.inf)
+    acc.spend(GaussianEvent(math.inf))
+    assert acc.remaining()[0] == math.inf and acc.affordable_epsilon() == math.inf
+    assert acc.report().attrs["remaining"][0] == math.inf

@@ -574,6 +574,8 @@ class PrivacyAccountant:
         budget's, whatever approximate-DP events have used of it.
         """
         epsilon_spent, delta = self.spent()
+        if self._epsilon == math.inf:  # (inf - inf, after a release without noise, is NaN)
+            return math.inf, delta
         return max(0.0, self._epsilon - epsilon_spent), delta
 
     def affordable_epsilon(self, n_fits=1, rtol=1e-6):
@@ -694,7 +696,8 @@ class PrivacyAccountant:
         summary = {
             "budget": (self._epsilon, self._delta),
             "spent": (epsilon_spent, self._delta),
-            "remaining": (max(0.0, self._epsilon - epsilon_spent), self._delta),
+            "remaining": (math.inf if self._epsilon == math.inf
+                          else max(0.0, self._epsilon - epsilon_spent), self._delta),
         }
         try:
             import pandas as pd
