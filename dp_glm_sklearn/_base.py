@@ -21,7 +21,6 @@ the data (step 3) are in :mod:`dp_glm_sklearn._validation`; which generator
 a fit draws its noise from, in :mod:`dp_glm_sklearn._randomness`.
 """
 
-import math
 from numbers import Integral, Real
 
 import numpy as np
@@ -41,6 +40,7 @@ from ._sklearn_compat import (
     InvalidParameterError,
     StrOptions,
     fit_context,
+    float_or_inf,
 )
 from ._validation import _duplicates_summed, _fit_n_samples, _validate_data_quietly
 from ._warn import warn_user
@@ -92,16 +92,6 @@ def target_privacy(owner, n_samples):
     """
     return checked_privacy(type(owner).__name__, owner.epsilon, owner.delta, n_samples,
                            owner._accountant_delta)
-
-
-def public_float(value):
-    """A public bound as a float; an int or Fraction beyond floats (10**400)
-    becomes +-inf, which the bounds check refuses with its message (float()
-    raised OverflowError, naming no parameter)."""
-    try:
-        return float(value)
-    except OverflowError:
-        return math.inf if value > 0 else -math.inf
 
 
 def _too_large(epsilon):
@@ -250,7 +240,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
 
     def _feature_norm(self):
         """The public bound on the rows' norm: ``feature_norm`` (1.0 when not given)."""
-        return 1.0 if self.feature_norm is None else public_float(self.feature_norm)
+        return 1.0 if self.feature_norm is None else float_or_inf(self.feature_norm)
 
     def _bound_warnings(self):
         """Warnings that a public bound was not stated: parameters only."""
@@ -385,7 +375,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
                 feature_norm=self._feature_norm(),
                 intercept_feature=self._intercept_feature(n_features),
                 y_bound=y_bound,
-                norm_bound=public_float(self.norm_bound),
+                norm_bound=float_or_inf(self.norm_bound),
             )
             max_iter = (default_steps(problem, gdp_mu(epsilon, delta))
                         if self.max_iter is None else int(self.max_iter))  # True is 1

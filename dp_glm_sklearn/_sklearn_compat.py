@@ -57,6 +57,15 @@ except ImportError:  # pragma: no cover - exercised in a subprocess by the tests
     USING_FALLBACKS = True
 
 
+def float_or_inf(value):
+    """``float(value)``, but an int or Fraction beyond floats (10**400) becomes
+    +-inf instead of raising OverflowError (an error naming no parameter)."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
+
+
 class InvalidParameterError(ValueError, TypeError):
     """A parameter outside its declared constraints (as scikit-learn's error of that name)."""
 
@@ -256,8 +265,5 @@ else:  # scikit-learn's own class, which callers may catch by name
             if isinstance(val, Real) and not isinstance(val, (int, float, np.number)):
                 # A Fraction: scikit-learn's check calls np.isnan on it, which
                 # raises a TypeError naming no parameter.  Judged as a float.
-                try:
-                    val = float(val)
-                except OverflowError:
-                    val = math.inf if val > 0 else -math.inf
+                val = float_or_inf(val)
             return super().is_satisfied_by(val)

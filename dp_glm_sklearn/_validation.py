@@ -79,11 +79,8 @@ def _is_text_dtype(dtype):
 
 def _column_names(X):
     """The column names of a pandas, polars or pyarrow table (its schema), or None."""
-    if hasattr(getattr(X, "dtypes", None), "items") or hasattr(
-            getattr(X, "schema", None), "items"):  # pandas, polars
-        return [str(c) for c in X.columns]
-    names = getattr(getattr(X, "schema", None), "names", None)  # pyarrow
-    return None if names is None else [str(c) for c in names]
+    columns = _frame_schema(X)
+    return None if columns is None else [str(name) for name, _ in columns]
 
 
 def _dtyped(data, name, what):
@@ -346,10 +343,9 @@ def _disguised_kinds(values, kinds):
     return disguised
 
 
-def _schema(data):
-    """``[(column name or None, dtype), ...]`` of a pandas, polars or pyarrow
-    frame, or ``[(name, dtype)]`` of one array or Series; None for other data.
-    The schema, not the values: the same for neighbouring data sets."""
+def _frame_schema(data):
+    """``[(column name, dtype), ...]`` of a pandas, polars or pyarrow frame, or
+    None.  The schema, not the values: the same for neighbouring data sets."""
     dtypes = getattr(data, "dtypes", None)  # a pandas DataFrame
     schema = getattr(data, "schema", None)
     if hasattr(dtypes, "items"):
@@ -358,9 +354,16 @@ def _schema(data):
         return list(schema.items())
     if hasattr(schema, "names") and hasattr(schema, "types"):  # a pyarrow Table
         return list(zip(schema.names, schema.types, strict=True))
-    if hasattr(data, "dtype"):
-        return [(getattr(data, "name", None), data.dtype)]
     return None
+
+
+def _schema(data):
+    """:func:`_frame_schema`, or ``[(name, dtype)]`` of one array or Series;
+    None for other data."""
+    columns = _frame_schema(data)
+    if columns is None and hasattr(data, "dtype"):
+        return [(getattr(data, "name", None), data.dtype)]
+    return columns
 
 
 def _non_numeric_columns(data):

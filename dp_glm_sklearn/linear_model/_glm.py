@@ -8,9 +8,9 @@ from scipy.special import expit, log_expit, log_softmax, softmax
 from sklearn.base import ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 
-from .._base import _BaseDPGLM, public_float
+from .._base import _BaseDPGLM
 from .._doc import format_doc
-from .._sklearn_compat import Interval, InvalidParameterError
+from .._sklearn_compat import Interval, InvalidParameterError, float_or_inf
 from .._validation import shown_dtype
 from .._warn import silenced, warn_user
 from ..losses import HuberLoss, LogisticLoss, MultinomialLoss, SquaredLoss
@@ -218,7 +218,7 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
             return -1.0, 1.0
         if isinstance(self.y_bound, (tuple, list, np.ndarray)):
             ok = np.ndim(self.y_bound) == 1 and len(self.y_bound) == 2 and all(
-                isinstance(v, Real) and math.isfinite(public_float(v)) for v in self.y_bound
+                isinstance(v, Real) and math.isfinite(float_or_inf(v)) for v in self.y_bound
             )
             if not ok or not self.y_bound[0] < self.y_bound[1]:
                 raise InvalidParameterError(
@@ -226,7 +226,7 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
                     "float Y (labels in [-Y, Y]) or a pair (low, high) of finite floats with "
                     f"low < high. Got {self.y_bound!r} instead."
                 )
-            return public_float(self.y_bound[0]), public_float(self.y_bound[1])
+            return float_or_inf(self.y_bound[0]), float_or_inf(self.y_bound[1])
         if not (isinstance(self.y_bound, Real) and 0 < self.y_bound < np.inf):
             # (Also under skip_parameter_validation: a negative Y inverted the
             # interval and understated output perturbation's sensitivity.)
@@ -234,7 +234,7 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
                 f"The 'y_bound' parameter of {type(self).__name__} must be a positive "
                 "float Y (labels in [-Y, Y]) or a pair (low, high) of finite floats with "
                 f"low < high. Got {self.y_bound!r} instead.")
-        return -public_float(self.y_bound), public_float(self.y_bound)
+        return -float_or_inf(self.y_bound), float_or_inf(self.y_bound)
 
     def _get_loss(self):
         raise NotImplementedError
@@ -493,7 +493,7 @@ class DPHuberRegressor(_DPRegressorBase):
         if self.threshold is None:
             low, high = self._y_interval()
             return HuberLoss((high - low) / 4.0)
-        return HuberLoss(public_float(self.threshold))
+        return HuberLoss(float_or_inf(self.threshold))
 
 
 @_fill(**_params(

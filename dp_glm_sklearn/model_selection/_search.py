@@ -230,7 +230,8 @@ def _fit_candidate(estimator, params, slot, X, y, parent_pid, steps_seed):
     """
     estimator.set_params(**params)
     estimator.set_params(**{slot.key("accountant"): PrivacyAccountant()})
-    seeds = {} if steps_seed is None else _step_seeds(_preprocessing(estimator), steps_seed)
+    steps = _preprocessing(estimator)
+    seeds = {} if steps_seed is None else _step_seeds(steps, steps_seed)
     estimator.set_params(**seeds)
     # No warning of a fit is shown, nor numpy's floating-point warnings: a
     # user's step can warn on one private record (a FunctionTransformer's
@@ -239,12 +240,12 @@ def _fit_candidate(estimator, params, slot, X, y, parent_pid, steps_seed):
     # the charge, by _check_public_plans.
     # joblib's parallel_config(verbose=...) reaches the Parallel of a step (a
     # ColumnTransformer's), whose progress lines would count the fits: off.
-    if _head(estimator) is not None:
+    if steps:
         # Its own copy of the part for steps that may work in place (the DP
         # estimators and scikit-learn's steps read X only: no copy for them).
         # In a worker process the part may be a read-only memory map
         # (joblib's, for large arrays): X and y are made writable for the steps.
-        X = _fresh(X, _preprocessing(estimator))
+        X = _fresh(X, steps)
         if os.getpid() != parent_pid:
             X, y = _writable(X), _writable(y)
     with np.errstate(all="ignore"), parallel_config(verbose=0):

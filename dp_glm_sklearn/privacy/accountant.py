@@ -549,7 +549,7 @@ class PrivacyAccountant:
             self._record_locked(events, source)
 
     def _record_locked(self, events, source):
-        events = _as_event_tuple(events)
+        # (events: a tuple from _as_event_tuple, read by the caller before the lock)
         if source is not None and not isinstance(source, str):
             raise TypeError(f"source must be a str or None, got {source!r}.")
         total = self._check_locked(events)

@@ -31,6 +31,8 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import erfcx, log_ndtr, ndtri
 
+from .._sklearn_compat import float_or_inf
+
 __all__ = [
     "gaussian_sigma",
     "gdp_delta",
@@ -58,10 +60,7 @@ def _check_real(name, value, *, low=0.0, high=_INF, low_open=False, allow_inf=Tr
     valid = f"a number in {left}{low}, {high}{right}"
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ValueError(f"{name} must be {valid}, got {value!r}.")
-    try:
-        number = float(value)
-    except OverflowError:  # an int or Fraction beyond floats (10**400): rounds to inf
-        number = _INF if value > 0 else -_INF
+    number = float_or_inf(value)  # (10**400: inf, refused above a finite high)
     if (
         math.isnan(number)
         or number < low

@@ -212,11 +212,12 @@ PrivacyEvent = GaussianEvent | PureDPEvent | ApproxDPEvent | RandomStoppingEvent
 def _as_event_tuple(events):
     """Return ``events`` (one event or an iterable of them) as a tuple."""
     if isinstance(events, PrivacyEvent):
-        return (events,)
-    try:
-        events = tuple(events)
-    except TypeError:
         events = (events,)
+    else:
+        try:
+            events = tuple(events)
+        except TypeError:
+            events = (events,)
     for event in events:
         if not isinstance(event, PrivacyEvent):
             raise TypeError(
