@@ -52,6 +52,11 @@ _PLD_RELATIVE_DISCRETIZATION = 1e-5
 #: (2022), as dp-accounting's ``RepeatAndSelectDpEvent`` takes it.
 STOPPING_SHAPES = {"logarithmic": 0.0, "geometric": 1.0}
 
+#: The smallest run mu whose random-stopping RDP curve is computed; smaller
+#: ones are priced at it (dp-accounting squares 1 / mu, which overflows below
+#: about 1e-154).
+_SMALLEST_PRICED_RUN_MU = 1e-150
+
 #: Shares of delta that the second bound of ``compose`` gives the
 #: random-stopping events of a ledger (a fixed, public grid; see ``compose``).
 _STOPPING_DELTA_SHARES = (0.1, 0.5)
@@ -590,6 +595,10 @@ def _rdp_epsilon(mu, runs, pure_epsilons, delta):
         if run_mu > 0.0:
             # What accountant.compose(RepeatAndSelectDpEvent(...), count) adds
             # (count * curve + rdp, the same floats), with the curve cached.
+            # Below _SMALLEST_PRICED_RUN_MU, 1 / mu**2 overflows in
+            # dp-accounting; the curve grows with mu (Papernot and Steinke's
+            # bound grows with the run's RDP), so the floor's is an upper bound.
+            run_mu = max(run_mu, _SMALLEST_PRICED_RUN_MU)
             rdp = count * _repeat_and_select_rdp(run_mu, mean, shape) + rdp
     for eps in pure_epsilons:
         # (Above _LARGEST_RDP_EPSILON, eps**2 overflows; the minimum is eps there,

@@ -4,6 +4,7 @@ import dataclasses
 import math
 import pickle
 import sys
+import warnings
 
 import dp_accounting
 import numpy as np
@@ -429,6 +430,19 @@ def test_random_stopping_without_dp_accounting_costs_inf(monkeypatch):
     assert compose([RandomStoppingEvent(0.4, 10.0), GaussianEvent(0.1)], DELTA) == math.inf
     # Ledgers without random stopping keep their fallback.
     assert compose(MIXED_LEDGER, DELTA) == _basic(MIXED_LEDGER, DELTA)
+
+
+@pytest.mark.parametrize("mu", [1e-155, 1e-200, 5e-324])
+def test_random_stopping_of_runs_below_the_overflow_is_priced_at_the_floor(mu):
+    """dp-accounting squares 1 / mu: below about 1e-154 it overflowed, and a
+    search of runs revealing next to nothing cost inf (with a warning, which
+    under warnings-as-errors raised after the accountant had recorded it)."""
+    floor = compose([RandomStoppingEvent(1e-150, 10.0)], DELTA)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cost = compose([RandomStoppingEvent(mu, 10.0)], DELTA)
+    assert cost == floor
+    assert 0.0 < cost < compose([RandomStoppingEvent(1e-3, 10.0)], DELTA)
 
 
 def test_random_stopping_failure_is_reported_and_never_undercounts(monkeypatch):
