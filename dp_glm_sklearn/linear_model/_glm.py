@@ -53,7 +53,9 @@ _PARAMS_BODY = """norm_bound : float > 0 or "auto", default={norm_bound}
         search over radii ``unit * 2^j`` (Algorithm 4, with
         :class:`~dp_glm_sklearn.DPGridSearchCV`; ``unit`` is ``Y / X_aug`` for
         regression and ``1 / X_aug`` for classification, the number of radii
-        follows the paper's Theorem 8); the choice is ``norm_bound_``.
+        follows the paper's Theorem 8), selecting on the absolute error
+        (regressors) or the Brier score (classifiers) of the validation part
+        rather than the paper's clipped loss; the choice is ``norm_bound_``.
 
     fit_intercept : bool, default=True
         Whether to fit an intercept, as the coefficient of a constant public

@@ -128,8 +128,9 @@ def fit_auto_norm_bound(estimator, X, y):
     the whole search, (epsilon, delta) in total.
 
     Unlike the paper's Algorithm 4, the selection uses the search's default
-    score (accuracy, or the absolute error of predictions clipped to
-    ``y_bound``), whose sensitivity does not grow with the radius, rather
+    score (the Brier score of a classifier's probabilities, or the absolute
+    error of predictions clipped to ``y_bound``), whose sensitivity does not
+    grow with the radius, rather
     than the loss clipped at ``Delta(B)`` with the generalized exponential
     mechanism and the zero model: on ``benchmarks/model_selection.py`` the
     latter's penalties on large radii made it choose radii far too small.

@@ -118,13 +118,15 @@ class DPConfidenceBoosting(_BaseDPSearch):
         Total delta. ``None`` uses ``min(1e-5, n_samples**-1.5)``, and at
         most the delta of the accountant charged.
 
-    scoring : {"accuracy", "loss", "neg_mean_absolute_error", \
+    scoring : {"accuracy", "neg_brier_score", "loss", "neg_mean_absolute_error", \
 "neg_mean_squared_error"}, default=None
         Score of bounded sensitivity computed on the held-out chunk
         (``n_val`` records), as in :class:`DPGridSearchCV`: ``"loss"`` is
         the paper's choice (the training loss clipped at its bound over the
         constraint ball, sensitivity ``Delta(B) / n_val``); ``None`` means
-        ``"accuracy"`` (sensitivity ``1 / n_val``) for classifiers and
+        ``"neg_brier_score"`` (the squared error of the predicted
+        probabilities; sensitivity ``1 / n_val`` for two classes,
+        ``2 / n_val`` for more) for classifiers and
         ``"neg_mean_absolute_error"`` (predictions and labels clipped to the
         public ``y_bound``, sensitivity ``(high - low) / n_val``) for
         regressors.

@@ -92,9 +92,10 @@ def _total_losses(estimator, slot, scoring, X, y, bound):
     """One loss in ``[0, bound]`` per record, whatever the records hold.
 
     A record whose loss cannot be computed (a NaN in its row, a category
-    its encoder was not given, a label that is not a number) gets the
-    bound, as a record whose prediction overflows does: an error would tell
-    something of one record (maybe quote it) outside the release.
+    its encoder was not given, a label that is not a number, a step that
+    turns it into several rows) gets the bound, as a record whose
+    prediction overflows does: an error would tell something of one record
+    (maybe quote it) outside the release.
 
     The other records' losses must not change with it.  They are computed
     in one batch of all the rows (a copy in row order, whatever X's memory
@@ -112,6 +113,9 @@ def _total_losses(estimator, slot, scoring, X, y, bound):
 
     def batch(rows):
         losses, _ = _validation_losses(estimator, slot, scoring, safe_indexing(X, rows), y[rows])
+        losses = np.asarray(losses, dtype=np.float64)
+        if losses.shape != (len(rows),):  # a step that adds or drops rows: failed too
+            raise ValueError("not one loss per record")
         return losses
 
     try:
@@ -131,9 +135,6 @@ def _total_losses(estimator, slot, scoring, X, y, bound):
                 losses = np.where(scored, batch(rows), bound)
             except Exception:  # only in the batch: steps mixing rows, outside the guarantee
                 pass
-    losses = np.asarray(losses, dtype=np.float64)
-    if losses.shape != (n_samples,):  # one loss per record, or the sensitivity is off
-        raise RuntimeError(f"dp_score computed {losses.shape} losses for {n_samples} records.")
     return np.clip(losses, 0.0, bound)
 
 
@@ -170,14 +171,17 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     y : array or Series of shape (n_samples,)
         Their labels (a list is refused: its dtype would be inferred from
         all its labels; convert it first).
-    scoring : {"accuracy", "loss", "neg_mean_absolute_error", \
+    scoring : {"accuracy", "neg_brier_score", "loss", "neg_mean_absolute_error", \
 "neg_mean_squared_error"} or None, default=None
         The score, as in :class:`DPGridSearchCV`: ``"accuracy"`` (0/1
-        errors, bound 1), ``"loss"`` (the model's training loss, clipped at
-        its supremum over the constraint ball), the absolute or squared
-        error of the predictions clipped to the regressor's ``y_bound``
-        (bound: the range or its square).  ``None``: ``"accuracy"`` for a
-        classifier, ``"neg_mean_absolute_error"`` for a regressor.
+        errors, bound 1), ``"neg_brier_score"`` (minus the squared error of
+        the predicted probabilities; bound 1 for two classes, 2 for more),
+        ``"loss"`` (the model's training loss, clipped at its supremum over
+        the constraint ball), the absolute or squared error of the
+        predictions clipped to the regressor's ``y_bound`` (bound: the range
+        or its square).  ``None``: ``"accuracy"`` for a classifier (what its
+        ``score`` reports; the searches select on the Brier score),
+        ``"neg_mean_absolute_error"`` for a regressor.
     epsilon : float in (0, 1e300] or inf, default=1.0
         Privacy budget of this release; ``inf`` releases the score without
         noise, which only an accountant with an infinite budget accepts.

@@ -2,9 +2,10 @@
 
 The scorings a search accepts (:data:`SCORINGS`) and the per-example
 validation losses behind them, each clipped to ``[0, bound]`` with a public
-``bound`` (0/1 errors; the errors of predictions clipped to the public label
-interval; the GLM's training loss clipped at its sup over the constraint
-ball, the paper's Delta(B)), so that a mean over ``n_val`` rows has
+``bound`` (0/1 errors; the Brier score of the predicted probabilities; the
+errors of predictions clipped to the public label interval; the GLM's
+training loss clipped at its sup over the constraint ball, the paper's
+Delta(B)), so that a mean over ``n_val`` rows has
 replace-one sensitivity ``bound / n_val``.
 """
 
@@ -20,16 +21,25 @@ from .._warn import silenced
 from ._slot import _fresh, _head, _preprocessing
 
 #: Scores of bounded sensitivity a search can select on.
-SCORINGS = ("accuracy", "loss", "neg_mean_absolute_error", "neg_mean_squared_error")
+SCORINGS = ("accuracy", "neg_brier_score", "loss", "neg_mean_absolute_error",
+            "neg_mean_squared_error")
+
+#: The scorings that need a classifier.
+_CLASSIFIER_SCORINGS = ("accuracy", "neg_brier_score")
 
 
 def _check_scoring(estimator, slot, scoring):
     """Raise if ``scoring`` cannot be computed for ``estimator`` (before any charge)."""
     owner = slot.owner(estimator)
-    if scoring == "accuracy" and not is_classifier(estimator):
+    if scoring in _CLASSIFIER_SCORINGS and not is_classifier(estimator):
         raise ValueError(
-            f"scoring='accuracy' needs a classifier; got {type(estimator).__name__}. "
-            f"Use one of {[s for s in SCORINGS if s != 'accuracy']}."
+            f"scoring={scoring!r} needs a classifier; got {type(estimator).__name__}. "
+            f"Use one of {[s for s in SCORINGS if s not in _CLASSIFIER_SCORINGS]}."
+        )
+    if scoring == "neg_brier_score" and not hasattr(estimator, "predict_proba"):
+        raise ValueError(
+            f"scoring='neg_brier_score' needs a classifier with predict_proba; "
+            f"{type(estimator).__name__} has none. Use scoring='accuracy'."
         )
     if scoring in ("neg_mean_absolute_error", "neg_mean_squared_error"):
         _regression_interval(owner, scoring)
@@ -108,6 +118,25 @@ def _glm_losses(owner, X, y):
     return owner._get_loss().value(residual[:, None], np.zeros(len(residual)))
 
 
+def _brier_losses(estimator, classes, X, y):
+    """Per-example Brier score of a fitted classifier's probabilities.
+
+    ``(p - y)**2`` for two classes (``p`` the probability of the second, ``y``
+    1 for it and 0 for the first), in ``[0, 1]``, as scikit-learn's
+    ``brier_score_loss``; ``sum_k (p_k - [y = k])**2`` for more, in ``[0, 2]``.
+    ``classes``: the DP estimator's ``classes_``, the columns of the
+    probabilities.  A label outside them gets the bound (its clip)."""
+    known = np.isin(y, classes)
+    codes = np.searchsorted(classes, np.where(known, y, classes[0]))
+    proba = np.asarray(estimator.predict_proba(X), dtype=np.float64)
+    if len(classes) == 2:
+        losses = (proba[:, 1] - codes) ** 2
+    else:
+        proba[np.arange(len(codes)), codes] -= 1.0
+        losses = np.einsum("ij,ij->i", proba, proba)
+    return np.where(known, losses, np.inf)
+
+
 def _validation_losses(estimator, slot, scoring, X, y):
     """Per-example losses in ``[0, bound]`` and the public ``bound``.
 
@@ -144,6 +173,8 @@ def _score_bound(estimator, slot, scoring):
     if scoring == "accuracy":
         return 1.0
     owner = slot.owner(estimator)
+    if scoring == "neg_brier_score":
+        return 1.0 if len(owner.classes_) == 2 else 2.0
     if scoring == "loss":
         return _glm_loss_bound(owner)
     low, high = _regression_interval(owner, scoring)
@@ -156,7 +187,9 @@ def _clipped_losses(estimator, slot, scoring, X, y):
         losses = (np.asarray(estimator.predict(X)) != np.asarray(y)).astype(np.float64)
         return losses, bound
     owner = slot.owner(estimator)
-    if scoring == "loss":
+    if scoring == "neg_brier_score":
+        losses = _brier_losses(estimator, owner.classes_, X, y)
+    elif scoring == "loss":
         head = _head(estimator)  # fitted: the Pipelines' steps before the DP estimator
         if head is not None:
             X = head.transform(X)

@@ -354,12 +354,16 @@ _PARAMS_BUDGET = """epsilon : float in (0, 1e300] or inf, default=1.0
         Total delta. ``None`` uses ``min(1e-5, n_samples**-1.5)``, and at
         most the delta of the accountant charged.
 
-    scoring : {{"accuracy", "loss", "neg_mean_absolute_error", \
+    scoring : {{"accuracy", "neg_brier_score", "loss", "neg_mean_absolute_error", \
 "neg_mean_squared_error"}}, default=None
         Score of bounded sensitivity the selection uses, computed on the
         validation part (``n_val`` records):
 
         - ``"accuracy"``: 0/1 errors, sensitivity ``1 / n_val``;
+        - ``"neg_brier_score"`` (classifiers): the squared error of the
+          predicted probabilities, as scikit-learn's ``brier_score_loss``,
+          in ``[0, 1]`` for two classes (sensitivity ``1 / n_val``) and
+          ``[0, 2]`` for more (``2 / n_val``);
         - ``"loss"``: the estimator's training loss, each per-example loss
           clipped at its sup over the constraint ball (paper's Delta(B),
           which grows with ``norm_bound``), sensitivity ``Delta(B) / n_val``
@@ -369,9 +373,14 @@ _PARAMS_BUDGET = """epsilon : float in (0, 1e300] or inf, default=1.0
           label interval ``y_bound``, sensitivity ``(high - low) / n_val``
           and ``(high - low)**2 / n_val``.
 
-        ``None`` means ``"accuracy"`` for classifiers and
-        ``"neg_mean_absolute_error"`` for regressors (on the benchmark the
-        absolute error's smaller range made it the sharper private score)."""
+        ``None`` means ``"neg_brier_score"`` for classifiers
+        (``"accuracy"`` for one without ``predict_proba``) and
+        ``"neg_mean_absolute_error"`` for regressors.  The Brier score is a
+        proper score: it rewards probabilities that are right, where the
+        accuracy hardly moves with ``norm_bound`` (on an outcome that one
+        class in four has, not at all), so it cannot rank radii; the absolute
+        error's smaller range made it the sharper private score for
+        regressors on the benchmark."""
 
 _PARAMS_SPLIT = """validation_fraction : float in (0, 1), default={validation_fraction}
         Fraction of the samples (a seeded random permutation, independent of
@@ -496,7 +505,9 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
     def _scoring(self):
         if self.scoring is not None:
             return self.scoring
-        return "accuracy" if is_classifier(self.estimator) else "neg_mean_absolute_error"
+        if not is_classifier(self.estimator):
+            return "neg_mean_absolute_error"
+        return "neg_brier_score" if hasattr(self.estimator, "predict_proba") else "accuracy"
 
     def _accountant_delta(self):
         return self._accountant(_find_dp_slot(self.estimator)).delta
