@@ -4179,3 +4179,30 @@ def test_a_wrapped_estimator_given_the_searchs_own_seed_is_flagged(reg_data):
                            random_state=seed, accountant=PrivacyAccountant()).fit(*reg_data)
         assert not any("is ignored" in str(w.message) for w in record)
         assert sum("own" in str(w.message) for w in record) == 1
+
+
+@pytest.mark.parametrize("scoring", ["neg_mean_absolute_error", "neg_mean_squared_error", "loss"])
+def test_search_score_refuses_non_finite_test_labels(reg_data, scoring):
+    # score with a scoring returned a number for NaN or inf labels and NaN weights
+    # (the selection's clipping to the bound leaked into the public score).
+    X, y = reg_data
+    search = DPGridSearchCV(_reg(), GRID, epsilon=1.0, delta=DELTA, random_state=0,
+                            scoring=scoring, accountant=PrivacyAccountant()).fit(X, y)
+    for bad in (np.nan, np.inf):
+        with pytest.raises(ValueError, match="NaN or infinity"):
+            search.score(X[:3], [0.0, bad, 1.0])
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        search.score(X[:3], y[:3], sample_weight=[1.0, np.nan, 1.0])
+
+
+def test_classifier_search_score_refuses_bad_test_labels(clf_data):
+    X, y = clf_data
+    for scoring in ("accuracy", "neg_brier_score", "loss"):
+        search = DPGridSearchCV(_clf(), GRID, epsilon=1.0, delta=DELTA, random_state=0,
+                                scoring=scoring, accountant=PrivacyAccountant()).fit(X, y)
+        with pytest.raises(ValueError):
+            search.score(X[:3], [0.0, np.nan, 1.0])
+        with pytest.raises(ValueError):
+            search.score(X[:3], [0.5, 0.25, 0.1])
+    with pytest.raises(ValueError, match="not in classes_"):
+        search.score(X[:3], np.array([7, 7, 7]))

@@ -73,9 +73,11 @@ import scipy.sparse as sp
 from joblib import effective_n_jobs, parallel_config
 from joblib.parallel import get_active_backend
 from sklearn.base import BaseEstimator, MetaEstimatorMixin, clone, is_classifier
+from sklearn.metrics import accuracy_score
 from sklearn.model_selection import ParameterGrid
 from sklearn.utils import get_tags
 from sklearn.utils.metaestimators import available_if
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.parallel import Parallel, delayed
 from sklearn.utils.validation import (
     check_consistent_length,
@@ -1028,6 +1030,9 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         per-example losses (predictions and labels clipped to ``y_bound``,
         losses clipped at their bound; see ``scoring``), weighted by
         ``sample_weight`` if given.
+        Labels that are NaN or infinite (regression), not class labels or not
+        among ``classes_`` (``"loss"``), and non-finite weights are refused, as
+        scikit-learn's metrics refuse them.
 
         Released without noise: a statistic of (X, y), with no guarantee for
         them.  Score public data here; for a held-out part of the private
@@ -1057,9 +1062,23 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         y = column_or_1d(y, warn=True)
         check_consistent_length(X, y, sample_weight)
         weights = None if sample_weight is None else column_or_1d(sample_weight).astype(np.float64)
-        if self.scoring == "accuracy":  # as accuracy_score computes it
-            return float(np.average(np.asarray(best.predict(X)) == y, weights=weights))
-        losses, _ = _clipped_losses(best, _find_dp_slot(best), self.scoring, X, y)
+        if weights is not None and not np.all(np.isfinite(weights)):
+            raise ValueError("Input sample_weight contains NaN or infinity.")
+        if self.scoring == "accuracy":  # scikit-learn's checks of y_true (NaN, label types)
+            return float(accuracy_score(y, best.predict(X), sample_weight=weights))
+        # Public test data: bad labels are refused, as scikit-learn's metrics refuse
+        # them (the selection, on private data, scores them at the bound instead).
+        slot = _find_dp_slot(best)
+        if is_classifier(best):
+            check_classification_targets(y)
+            if not np.isin(y, slot.owner(best).classes_).all():
+                raise ValueError(f"y contains labels that are not in classes_; "
+                                 f"scoring={self.scoring!r} needs the model's classes.")
+        else:
+            y = np.asarray(y, dtype=np.float64)
+            if not np.all(np.isfinite(y)):
+                raise ValueError("Input y contains NaN or infinity.")
+        losses, _ = _clipped_losses(best, slot, self.scoring, X, y)
         return -float(np.average(losses, weights=weights))
 
     @property
