@@ -1733,6 +1733,42 @@ def test_grids_that_swap_move_or_lack_the_dp_estimator_are_refused_before_the_ch
     assert acc.history == []
 
 
+@pytest.mark.parametrize("scoring", ["neg_mean_absolute_error", "neg_mean_squared_error", "loss"])
+def test_candidates_scored_on_different_label_scales_are_refused(reg_data, scoring):
+    """Each candidate clipped the validation labels to its own y_bound (and with
+    "loss" scored its own Huber threshold): over {"y_bound": [0.01, 3.0]} the
+    narrowest interval always won, at epsilon = inf a mean absolute error of
+    0.60 chosen over 0.08 (scikit-learn API review). Refused before the charge."""
+    from scipy.stats import uniform
+
+    acc = PrivacyAccountant()
+    refused = [
+        (DPGridSearchCV, _reg(), {"y_bound": [0.01, 3.0]}),
+        (DPGridSearchCV, DPLinearRegression(feature_norm=1.5),
+         {"dplinearregression": [_reg(), _reg().set_params(y_bound=(-1.0, 3.0))]}),
+        (DPRandomizedSearchCV, _reg(), {"y_bound": [0.01, 3.0]}),
+        (DPRandomizedSearchCV, _reg(), {"y_bound": uniform(1.0, 2.0)}),
+    ]
+    if scoring == "loss":
+        huber = DPHuberRegressor(feature_norm=1.5, y_bound=2.0, max_iter=20)
+        refused += [(DPGridSearchCV, huber, {"threshold": [0.1, 1.0]}),
+                    (DPRandomizedSearchCV, huber, {"threshold": uniform(0.1, 1.0)})]
+    for search_class, estimator, grid in refused:
+        if "dplinearregression" in grid:
+            from sklearn.pipeline import make_pipeline
+            estimator = make_pipeline(estimator)
+        with pytest.raises(ValueError, match="cannot be compared"):
+            search_class(estimator, grid, scoring=scoring, accountant=acc).fit(*reg_data)
+    assert acc.history == []
+    # The same y_bound in every candidate, and a threshold the scoring ignores, are fine.
+    DPGridSearchCV(_reg(), {"y_bound": [2.0], "norm_bound": [1.0, 2.0]}, scoring=scoring,
+                   accountant=acc).fit(*reg_data)
+    if scoring != "loss":
+        DPGridSearchCV(DPHuberRegressor(feature_norm=1.5, y_bound=2.0, max_iter=20),
+                       {"threshold": [0.1, 1.0]}, scoring=scoring,
+                       accountant=acc).fit(*reg_data)
+
+
 def test_random_search_below_its_stopping_floor_is_refused_with_or_without_refit(reg_data):
     acc = PrivacyAccountant()
     for refit, message in [(False, "what random stopping with a mean of 50.0 candidates costs"),
@@ -2842,7 +2878,7 @@ def test_the_parts_are_copied_out_of_x_before_the_charge(reg_data, wrapper, monk
 def test_auto_norm_bound_too_small_a_training_part_is_refused_before_any_charge(reg_data):
     X, y = reg_data
     for search in (DPConfidenceBoosting(DPLinearRegression(norm_bound="auto"), n_models=2),
-                   DPGridSearchCV(DPLinearRegression(norm_bound="auto"), {"y_bound": [1, 2]})):
+                   DPGridSearchCV(DPLinearRegression(norm_bound="auto"), {"max_iter": [5, 10]})):
         acc = PrivacyAccountant(delta=DELTA)
         search.set_params(accountant=acc, delta=DELTA, random_state=0)
         with pytest.raises(ValueError, match="norm_bound='auto' needs at least 2 samples"):
@@ -4195,6 +4231,7 @@ def test_search_score_refuses_non_finite_test_labels(reg_data, scoring):
         search.score(X[:3], y[:3], sample_weight=[1.0, np.nan, 1.0])
 
 
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast:RuntimeWarning")
 def test_classifier_search_score_refuses_bad_test_labels(clf_data):
     X, y = clf_data
     for scoring in ("accuracy", "neg_brier_score", "loss"):

@@ -36,6 +36,7 @@ from ..privacy.selection import (
     random_stopping_refit_mu,
     sample_stopping_count,
 )
+from ._scores import _refuse_drawn_scales
 from ._search import (
     _PARAMS_BUDGET,
     _PARAMS_RUN,
@@ -462,6 +463,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(dists, slot)
         _validate_distributions(self.estimator, dists, slot, self.accountant)
+        _refuse_drawn_scales(self.estimator, dists, slot, self._scoring())
         self._warn_unstated_bounds(slot)
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         self._validation_size(n_samples)

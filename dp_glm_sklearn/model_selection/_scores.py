@@ -45,6 +45,61 @@ def _check_scoring(estimator, slot, scoring):
         _regression_interval(owner, scoring)
 
 
+def _score_scale(owner, scoring):
+    """What sets the scale of ``owner``'s ``scoring`` losses, besides the model.
+
+    A regressor's scores clip labels (and predictions) to its ``y_bound``,
+    and ``"loss"`` is its own loss function (a Huber threshold): candidates
+    whose scales differ score different things, and the smallest interval
+    or threshold would always win.  None for a classifier's accuracy and
+    Brier score."""
+    if scoring in _CLASSIFIER_SCORINGS or is_classifier(owner):
+        return None
+    scale = owner._y_interval()
+    return (scale, repr(owner._get_loss())) if scoring == "loss" else scale
+
+
+def _check_comparable_scores(estimator, candidates, slot, scoring, what="grid"):
+    """Refuse candidates whose ``scoring`` losses have different scales
+    (:func:`_score_scale`), before any charge; ``candidates`` are parameter
+    dicts applied to ``estimator``.  Public: the settings only."""
+    from ._slot import _with_params
+
+    scales = {}
+    for params in candidates:
+        owner = slot.owner(_with_params(estimator, params))
+        scales.setdefault(_score_scale(owner, scoring), params)
+    if len(scales) > 1:
+        first, second = list(scales.values())[:2]
+        raise ValueError(
+            f"The search's {what} changes y_bound (or the loss's threshold with "
+            f"scoring='loss') between candidates ({first!r} and {second!r}): each "
+            f"candidate's {scoring!r} clips the validation labels to its own y_bound, so "
+            "their scores cannot be compared (the narrowest interval would always win). "
+            "Keep y_bound (and threshold) the same for every candidate and search the "
+            "other parameters."
+        )
+
+
+def _refuse_drawn_scales(estimator, dists, slot, scoring):
+    """A random search: refuse a distribution over what sets the scale of a
+    regressor's scores (:func:`_score_scale`); its public draws, checked by
+    :func:`_check_comparable_scores`, may all agree while the secret ones do not."""
+    if scoring in _CLASSIFIER_SCORINGS or is_classifier(estimator):
+        return
+    keys = {slot.key("y_bound"), *([slot.key("threshold")] if scoring == "loss" else [])}
+    for dist in dists:
+        drawn = sorted(key for key, value in dist.items() if key in keys and hasattr(value, "rvs"))
+        if drawn:
+            raise ValueError(
+                f"param_distributions draws {drawn[0]!r} from a distribution: each "
+                f"candidate's {scoring!r} clips the validation labels to its own y_bound "
+                "(with scoring='loss', scores its own loss), so scores of candidates drawn "
+                "with different values cannot be compared (the narrowest interval would "
+                "always win). Keep it the same for every candidate."
+            )
+
+
 def _regression_interval(owner, scoring):
     if not hasattr(owner, "_y_interval"):
         raise ValueError(

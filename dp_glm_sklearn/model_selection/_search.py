@@ -132,6 +132,7 @@ from ._pickling import pickling_failure, worker_pickling_check
 from ._probe import _probe_head, _validated_after
 from ._scores import (
     SCORINGS,
+    _check_comparable_scores,
     _check_scoring,
     _clipped_losses,
     _planned_loss_bound,
@@ -633,6 +634,9 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             if any(isinstance(value, BaseEstimator) for value in params.values()))])
         _warn_fitted_preprocessing(self, slot, possible)
         _check_scoring(self.estimator, slot, self._scoring())
+        _check_comparable_scores(self.estimator, possible, slot, self._scoring(),
+                                 "param_distributions" if hasattr(self, "param_distributions")
+                                 else "param_grid")
         dumps = worker_pickling_check(self.n_jobs)
         if dumps is not None:
             estimator = clone(self.estimator).set_params(**{slot.key("accountant"): None})
