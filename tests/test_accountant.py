@@ -342,9 +342,14 @@ def test_a_new_process_with_the_same_pid_gets_a_read_only_copy(monkeypatch):
     assert acc.detached  # the original, seen from the "new" process
     loaded = pickle.loads(saved)
     assert loaded is not acc and loaded.detached
-    with pytest.raises(RuntimeError, match="copied to another process"):
+    with pytest.raises(RuntimeError, match="copied to another process") as refused:
         loaded.spend(PureDPEvent(0.1))
     assert len(loaded.history) == 1
+    # Both readings of another process get their remedy: a worker, or an
+    # earlier session's file (user trial: only the worker's was clear).
+    message = str(refused.value)
+    assert "n_jobs=1" in message
+    assert "new.spend(saved.events" in message and "set_params(accountant=new)" in message
 
 
 # (Python 3.12+ warns of any fork in a process with threads: the point here.)

@@ -364,11 +364,15 @@ def _find_dp_slot(estimator):
     node = estimator
     for name in prefix.split("__")[:-1]:
         if not (isinstance(node, Pipeline) and node.steps[-1][0] == name):
+            hint = (" To model a transformed target, transform y yourself with a fixed "
+                    "public function (np.log1p, say) and state y_bound on the transformed "
+                    "scale; predict, then apply the inverse." if "Target" in type(node).__name__
+                    else "")
             raise ValueError(
                 f"The DP estimator of 'estimator' is {prefix[:-2]!r}, inside a "
                 f"{type(node).__name__}; DP searches take the DP estimator itself, or a "
                 "Pipeline (Pipelines may nest) whose last step it is. Other meta-estimators "
-                "fit a copy of it, whose privacy the search cannot check."
+                f"fit a copy of it, whose privacy the search cannot check.{hint}"
             )
         node = node.steps[-1][1]
     return _DPSlot(prefix, prefix + "random_state" in params, params[prefix + "accountant"],

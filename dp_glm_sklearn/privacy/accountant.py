@@ -387,10 +387,14 @@ class PrivacyAccountant:
         raise RuntimeError(
             "this PrivacyAccountant was copied to another process (process "
             f"{os.getpid()}, original in process {self._home[0]}); charges "
-            "made there could not reach the original. In a joblib worker, fit with "
-            "n_jobs=1 or a threading backend (joblib.parallel_backend('threading')); "
-            "for a ledger saved by an earlier session, create a new PrivacyAccountant "
-            "with the same budget and charge it the saved events (new.spend(saved.events))."
+            "made here could not reach the original. If this is a worker (n_jobs with "
+            "processes, say scikit-learn's GridSearchCV or cross_val_score): fit with "
+            "n_jobs=1 or a threading backend (joblib.parallel_backend('threading')). If "
+            "the ledger or a model holding it was saved by an earlier session and loaded "
+            "here: create a new PrivacyAccountant with the same budget, charge it the saved "
+            "events (new.spend(saved.events, source='saved ledger')), attach it to each "
+            "estimator saved with it (model.set_params(accountant=new), in a Pipeline "
+            "'<step>__accountant'), and fit with random_state=None."
         )
 
     def _check_locked(self, events, reading=False):
