@@ -16,7 +16,7 @@ from sklearn.decomposition import PCA
 from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import accuracy_score
-from sklearn.pipeline import Pipeline
+from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import Normalizer, OneHotEncoder, StandardScaler
 
 from dp_glm_sklearn import (
@@ -3068,6 +3068,40 @@ def test_auto_norm_bound_candidates_give_the_same_model_whatever_n_jobs(reg_data
             return search.fit(*reg_data).best_estimator_.coef_
 
     np.testing.assert_array_equal(coef(None), coef(2))
+
+
+@pytest.mark.parametrize("make", [
+    lambda head: DPGridSearchCV(make_pipeline(head, _clf()),
+                                {"dplogisticregression__norm_bound": [1.0, 2.0]}),
+    lambda head: DPConfidenceBoosting(make_pipeline(head, _clf()), n_models=2),
+])
+def test_a_first_step_refusing_sparse_input_is_shown(clf_data, make):
+    """Whether X is sparse is public: a first step refusing it as such had its
+    message replaced by the generic one (scikit-learn API review; the wrappers
+    failed scikit-learn's sparse estimator checks). A step whose refusal may
+    follow the data keeps the generic message."""
+    from sklearn.compose import ColumnTransformer
+    from sklearn.feature_selection import VarianceThreshold
+    from sklearn.preprocessing import FunctionTransformer
+
+    X, y = clf_data
+    X = sp.csr_matrix(X * (np.random.default_rng(0).random(X.shape) < 0.2))  # density 0.2
+    acc = PrivacyAccountant()
+    for head, error, match in [
+            (FunctionTransformer(validate=True), TypeError, "Sparse data was passed for X"),
+            (StandardScaler(), ValueError, "Cannot center sparse matrices"),
+            # On zeros VarianceThreshold fails whatever its threshold; on the data,
+            # only above the largest variance.
+            (VarianceThreshold(5.0), ValueError, "What failed is not shown"),
+            # The second step's input is sparse or dense by the data's density
+            # (here below the ColumnTransformer's sparse_threshold, 0.3).
+            (make_pipeline(ColumnTransformer([("all", "passthrough", [0, 1, 2, 3])]),
+                           FunctionTransformer(validate=True)), ValueError,
+             "What failed is not shown")]:
+        with pytest.raises(error, match=match), warnings.catch_warnings():
+            warnings.simplefilter("ignore", PrivacyLeakWarning)
+            make(head).set_params(accountant=acc, delta=DELTA).fit(X, y)
+    assert acc.history == []
 
 
 def test_probe_errors_say_neither_which_setting_failed_nor_a_private_count():

@@ -8,9 +8,11 @@ replaced by messages that quote no value or private count of the data.
 """
 
 import numpy as np
+import scipy.sparse as sp
 from joblib import parallel_config
 from sklearn import config_context
 from sklearn.base import clone
+from sklearn.pipeline import Pipeline
 from sklearn.utils import check_array
 
 from .._sklearn_compat import safe_indexing
@@ -29,6 +31,12 @@ _SAFE_STEP_ERRORS = ("Input X contains", "Input contains", "Input y contains",
                      # ColumnTransformer's output is sparse depends on its density.)
                      "Pandas output does not support sparse data",
                      "Polars output does not support sparse data")
+
+#: Beginnings of scikit-learn's refusals of sparse input as such (check_array's
+#: and StandardScaler's), shown when the first step raises them on a sparse X
+#: (:func:`_refuses_sparse_layout`).
+_SPARSE_LAYOUT_ERRORS = ("Sparse data was passed", "Cannot center sparse matrices",
+                         "A sparse matrix was passed, but dense data is required")
 
 #: Beginning of numpy's message for an object in X that is not a number: it
 #: names the object's type only (the bare estimator raises it too).
@@ -117,7 +125,8 @@ def _probe_head(head, X, y, parts, dumps, refit, steps_seed):
                     fitted.append(part)
     except Exception as exc:
         safe = (isinstance(exc, ValueError) and str(exc).startswith(_SAFE_STEP_ERRORS)
-                or isinstance(exc, TypeError) and str(exc).startswith(_SAFE_TYPE_ERRORS))
+                or isinstance(exc, TypeError) and str(exc).startswith(_SAFE_TYPE_ERRORS)
+                or _refuses_sparse_layout(head, X, exc))
         # A new error, raised outside this block: the original stays out of
         # its context (a step may have raised it while handling another).
         error = type(exc)(str(exc)) if safe else _unquoted(
@@ -143,6 +152,34 @@ def _probe_head(head, X, y, parts, dumps, refit, steps_seed):
         else:
             return Xt, widths
     raise error
+
+
+def _refuses_sparse_layout(head, X, exc):
+    """Whether ``exc`` is the first step's refusal of a sparse X as such.
+
+    Only its layout, public, decides that: the message is one of
+    :data:`_SPARSE_LAYOUT_ERRORS` and the first step (the one that sees X as
+    given) raises the very same on zeros of X's shape, format and dtype.  A
+    message from a later step could follow a choice made on the data (a
+    ``ColumnTransformer``'s dense or sparse output), and a step failing
+    alike on zeros in general does not fail alike on the data: on zeros
+    every ``VarianceThreshold`` setting fails, on the data the first that
+    does brackets the largest variance.
+    """
+    if not (sp.issparse(X) and str(exc).startswith(_SPARSE_LAYOUT_ERRORS)):
+        return False
+    first = head.steps[0][1]
+    while isinstance(first, Pipeline):  # (a nested Pipeline's first step sees X too)
+        first = first.steps[0][1]
+    if not hasattr(first, "fit_transform") or any(
+            hasattr(first, name) for name in ("steps", "transformers", "transformer_list")):
+        return False  # passthrough, or a composite whose parts may see data-made input
+    try:
+        with silenced(), np.errstate(all="ignore"), parallel_config(verbose=0):
+            clone(first).fit_transform(type(X)(X.shape, dtype=X.dtype))
+    except Exception as again:
+        return type(again) is type(exc) and str(again) == str(exc)
+    return False
 
 
 def _seeded(head, steps_seed):
