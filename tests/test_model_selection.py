@@ -3083,6 +3083,7 @@ def test_a_first_step_refusing_sparse_input_is_shown(clf_data, make):
     from sklearn.compose import ColumnTransformer
     from sklearn.feature_selection import VarianceThreshold
     from sklearn.preprocessing import FunctionTransformer
+    from sklearn.utils import check_array
 
     X, y = clf_data
     X = sp.csr_matrix(X * (np.random.default_rng(0).random(X.shape) < 0.2))  # density 0.2
@@ -3093,6 +3094,10 @@ def test_a_first_step_refusing_sparse_input_is_shown(clf_data, make):
             # On zeros VarianceThreshold fails whatever its threshold; on the data,
             # only above the largest variance.
             (VarianceThreshold(5.0), ValueError, "What failed is not shown"),
+            # A user's function sees X before any check: it may raise the same
+            # message on some values only.
+            (FunctionTransformer(lambda Z: check_array(Z) if Z[0, 0] <= 0 else Z), ValueError,
+             "What failed is not shown"),
             # The second step's input is sparse or dense by the data's density
             # (here below the ColumnTransformer's sparse_threshold, 0.3).
             (make_pipeline(ColumnTransformer([("all", "passthrough", [0, 1, 2, 3])]),

@@ -13,6 +13,7 @@ from joblib import parallel_config
 from sklearn import config_context
 from sklearn.base import clone
 from sklearn.pipeline import Pipeline
+from sklearn.preprocessing import FunctionTransformer
 from sklearn.utils import check_array
 
 from .._sklearn_compat import safe_indexing
@@ -171,9 +172,13 @@ def _refuses_sparse_layout(head, X, exc):
     first = head.steps[0][1]
     while isinstance(first, Pipeline):  # (a nested Pipeline's first step sees X too)
         first = first.steps[0][1]
-    if not hasattr(first, "fit_transform") or any(
+    if not type(first).__module__.startswith("sklearn.") or any(
             hasattr(first, name) for name in ("steps", "transformers", "transformer_list")):
-        return False  # passthrough, or a composite whose parts may see data-made input
+        # passthrough; a user's class, which may raise the message on some values
+        # only; a composite, whose parts may see input made from the data
+        return False
+    if isinstance(first, FunctionTransformer) and not first.validate:
+        return False  # the user's function sees X before any check
     try:
         with silenced(), np.errstate(all="ignore"), parallel_config(verbose=0):
             clone(first).fit_transform(type(X)(X.shape, dtype=X.dtype))
