@@ -2421,19 +2421,24 @@ def test_containers_are_looked_into_for_steps_that_learn(clf_data):
         "sparse_threshold": (ColumnTransformer([("n", "passthrough", [0, 1])]),
                              "sparse_threshold=0"),
         "scaler inside": (ColumnTransformer([("n", StandardScaler(), [0])],
-                                            sparse_threshold=0), "'head' (ColumnTransformer)"),
+                                            sparse_threshold=0), "'head__n' (StandardScaler)"),
         "scaler as remainder": (ColumnTransformer([("n", "passthrough", [0])],
                                                   remainder=StandardScaler(),
-                                                  sparse_threshold=0), "ColumnTransformer"),
+                                                  sparse_threshold=0),
+                                "'head__remainder' (StandardScaler)"),
         "columns chosen by a function": (ColumnTransformer(
-            [("n", "passthrough", lambda X: [0])], sparse_threshold=0), "ColumnTransformer"),
-        "scaler in a pipeline": (make_pipeline(Normalizer(), StandardScaler()), "(Pipeline)"),
+            [("n", "passthrough", lambda X: [0])], sparse_threshold=0),
+            "'head__n' (columns chosen by a function of X)"),
+        # (The parts that learn are named, at their set_params keys: user trial.)
+        "scaler in a pipeline": (make_pipeline(Normalizer(), StandardScaler()),
+                                 "'head__standardscaler' (StandardScaler)"),
         "scaler in a union": (FeatureUnion([("a", Normalizer()), ("b", StandardScaler())]),
-                              "(FeatureUnion)"),
+                              "'head__b' (StandardScaler)"),
         # Not a scikit-learn estimator, inside a container: it may learn (it
         # was passed as learning nothing; adversarial check).
         "duck-typed step inside": (ColumnTransformer([("m", _MeanCentre(), [0, 1])],
-                                                     sparse_threshold=0), "ColumnTransformer"),
+                                                     sparse_threshold=0),
+                                   "'head__m' (_MeanCentre)"),
         "sparse_threshold in a union": (FeatureUnion(
             [("c", ColumnTransformer([("n", "passthrough", [0])]))]), "sparse_threshold=0"),
     }

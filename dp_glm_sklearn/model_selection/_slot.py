@@ -75,7 +75,7 @@ def _warn_fitted_preprocessing(search, slot, candidates):
     steps = [step for params in [{}, *candidates]  # the estimator's and each candidate's
              for step in _preprocessing(_with_params(search.estimator, params))]
     fitted = list(dict.fromkeys(
-        f"{name!r} ({type(step).__name__})" for name, step in steps if _learns(step)))
+        where for name, step in steps if _learns(step) for where in _learning_parts(name, step)))
     if fitted:
         density = any(isinstance(part, ColumnTransformer) and part.sparse_threshold > 0
                       for _, step in steps for part in _parts(step))
@@ -91,6 +91,29 @@ def _warn_fitted_preprocessing(search, slot, candidates):
                "sparse_threshold=0." if density else ""),
             PrivacyLeakWarning,
         )
+
+
+def _learning_parts(path, step):
+    """Where ``step`` (at ``path``, a ``set_params`` key) learns from the data:
+    the parts of its containers that do, each as ``'path' (class)``, or
+    ``step`` itself (a ColumnTransformer choosing sparse or dense output, or
+    columns by a function of X)."""
+    if isinstance(step, (Pipeline, FeatureUnion, ColumnTransformer)):
+        parts = (step.steps if isinstance(step, Pipeline) else step.transformer_list
+                 if isinstance(step, FeatureUnion) else
+                 [(name, part) for name, part, _ in step.transformers]
+                 + [("remainder", step.remainder)])
+        found = [where for name, part in parts if _learns(part)
+                 for where in _learning_parts(f"{path}__{name}", part)]
+        if isinstance(step, ColumnTransformer):
+            found += [f"'{path}__{name}' (columns chosen by a function of X)"
+                      for name, _, columns in step.transformers
+                      if callable(columns) and not isinstance(columns, make_column_selector)]
+            if step.sparse_threshold > 0:
+                found.append(f"{path!r} (ColumnTransformer, sparse_threshold="
+                             f"{step.sparse_threshold})")
+        return found or [f"{path!r} ({type(step).__name__})"]
+    return [f"{path!r} ({type(step).__name__})"]
 
 
 def _parts(step):
