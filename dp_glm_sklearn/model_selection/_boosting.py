@@ -126,7 +126,8 @@ class DPConfidenceBoosting(_BaseDPSearch):
         constraint ball, sensitivity ``Delta(B) / n_val``); ``None`` means
         ``"neg_brier_score"`` (the squared error of the predicted
         probabilities; sensitivity ``1 / n_val`` for two classes,
-        ``2 / n_val`` for more) for classifiers and
+        ``2 / n_val`` for more) for classifiers (``"accuracy"`` for one
+        without ``predict_proba``) and
         ``"neg_mean_absolute_error"`` (predictions and labels clipped to the
         public ``y_bound``, sensitivity ``(high - low) / n_val``) for
         regressors.

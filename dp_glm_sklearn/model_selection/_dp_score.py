@@ -31,7 +31,7 @@ from ..privacy.accountant import PrivacyAccountant, _check_release
 from ..privacy.calibration import gdp_mu, gdp_sigma
 from ..privacy.events import GaussianEvent
 from ..privacy.noise import add_gaussian_noise
-from ._scores import SCORINGS, _check_scoring, _score_bound, _validation_losses
+from ._scores import _SCORINGS_NOTE, SCORINGS, _check_scoring, _score_bound, _validation_losses
 from ._search import _BaseDPSearch
 from ._slot import _find_dp_slot
 
@@ -247,8 +247,8 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
         scoring = "accuracy" if is_classifier(estimator) else "neg_mean_absolute_error"
     if not (isinstance(scoring, str) and scoring in SCORINGS):
         raise InvalidParameterError(
-            f"The 'scoring' parameter of dp_score must be a str among {list(SCORINGS)} or "
-            f"None. Got {scoring!r} instead.")
+            f"The 'scoring' parameter of dp_score must be a str among {list(SCORINGS)} "
+            f"({_SCORINGS_NOTE}) or None. Got {scoring!r} instead.")
     _check_scoring(estimator, slot, scoring)
     if not (accountant is None or isinstance(accountant, PrivacyAccountant)):
         raise InvalidParameterError(

@@ -24,6 +24,14 @@ from ._slot import _fresh, _head, _preprocessing
 SCORINGS = ("accuracy", "neg_brier_score", "loss", "neg_mean_absolute_error",
             "neg_mean_squared_error")
 
+#: Why these and no others, for the refusal of another ``scoring``.
+_SCORINGS_NOTE = (
+    "'neg_brier_score': the squared error of a classifier's predicted probabilities, "
+    "as scikit-learn's brier_score_loss (the searches' default for classifiers); "
+    "'loss': the model's own loss, clipped, e.g. the log loss of DPLogisticRegression; "
+    "a score whose sensitivity has no public bound, such as 'roc_auc' (it depends on "
+    "the class counts) or 'r2', cannot be selected on privately")
+
 #: The scorings that need a classifier.
 _CLASSIFIER_SCORINGS = ("accuracy", "neg_brier_score")
 

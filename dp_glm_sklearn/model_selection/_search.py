@@ -131,6 +131,7 @@ from ..privacy.selection import (
 from ._pickling import pickling_failure, worker_pickling_check
 from ._probe import _probe_head, _validated_after
 from ._scores import (
+    _SCORINGS_NOTE,
     SCORINGS,
     _check_comparable_scores,
     _check_scoring,
@@ -193,11 +194,8 @@ _VALIDATION_FRACTION = 0.5
 class _Scorings(StrOptions):
     """The scorings a private search can select on, saying why there are no others."""
 
-    def __str__(self):
-        return (f"{super().__str__()} ('loss': the model's own loss, clipped, e.g. the log "
-                "loss of DPLogisticRegression; a score whose sensitivity has no public bound, "
-                "such as 'roc_auc' (it depends on the class counts) or 'r2', cannot be "
-                "selected on privately)")
+    def __str__(self):  # in SCORINGS' order, not a set's (which varies between runs)
+        return f"a str among {list(SCORINGS)} ({_SCORINGS_NOTE})"
 
 
 def _child_seeds(rng, count, random_state):
@@ -380,10 +378,10 @@ _PARAMS_BUDGET = """epsilon : float in (0, 1e300] or inf, default=1.0
         (``"accuracy"`` for one without ``predict_proba``) and
         ``"neg_mean_absolute_error"`` for regressors.  The Brier score is a
         proper score: it rewards probabilities that are right, where the
-        accuracy hardly moves with ``norm_bound`` (on an outcome that one
-        class in four has, not at all), so it cannot rank radii; the absolute
-        error's smaller range made it the sharper private score for
-        regressors on the benchmark."""
+        accuracy hardly moves with ``norm_bound`` (not at all where every
+        candidate predicts the majority class of an imbalanced outcome), so
+        it often cannot rank radii; the absolute error's smaller range made
+        it the sharper private score for regressors on the benchmark."""
 
 _PARAMS_SPLIT = """validation_fraction : float in (0, 1), default={validation_fraction}
         Fraction of the samples (a seeded random permutation, independent of
@@ -1029,14 +1027,15 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         """Score of the chosen estimator on (X, y), by ``scoring``.
 
         With ``scoring=None``, the chosen estimator's own ``score`` (R^2 or
-        accuracy), as scikit-learn's searches do.  Otherwise the score the
-        selection used: the accuracy, or minus the mean of the bounded
-        per-example losses (predictions and labels clipped to ``y_bound``,
-        losses clipped at their bound; see ``scoring``), weighted by
-        ``sample_weight`` if given.
-        Labels that are NaN or infinite (regression), not class labels or not
-        among ``classes_`` (``"loss"``), and non-finite weights are refused, as
-        scikit-learn's metrics refuse them.
+        accuracy), as scikit-learn's searches do: for a classifier the
+        accuracy, not the Brier score the selection used.  Otherwise the
+        score the selection used: the accuracy, or minus the mean of the
+        bounded per-example losses (the Brier score of the probabilities;
+        predictions and labels clipped to ``y_bound``; losses clipped at
+        their bound; see ``scoring``), weighted by ``sample_weight`` if given.
+        Labels that are NaN or infinite, not class labels, or not among
+        ``classes_`` (``"neg_brier_score"`` and ``"loss"``), and non-finite
+        weights are refused, as scikit-learn's metrics refuse them.
 
         Released without noise: a statistic of (X, y), with no guarantee for
         them.  Score public data here; for a held-out part of the private
