@@ -946,8 +946,11 @@ def test_brier_scores_are_scikit_learns_clipped_at_their_bound(classes):
     losses, bound = _scores._validation_losses(est, slot, "neg_brier_score", X, y)
     assert bound == (1.0 if len(classes) == 2 else 2.0)
     proba = est.predict_proba(X)
-    expected = brier_score_loss(y, proba[:, 1] if len(classes) == 2 else proba, labels=classes)
+    onehot = (y[:, None] == np.array(classes)).astype(float)
+    expected = (((proba - onehot) ** 2).sum(axis=1) / (2 if len(classes) == 2 else 1)).mean()
     assert losses.mean() == pytest.approx(expected, rel=1e-12)
+    if len(classes) == 2:  # (scikit-learn < 1.7 has no multiclass brier_score_loss)
+        assert losses.mean() == pytest.approx(brier_score_loss(y, proba[:, 1]), rel=1e-12)
     assert 0.8 * bound < losses.max() <= bound and losses.min() >= 0.0
     y_odd = y.astype(float)
     y_odd[:3] = [7.0, np.nan, -1.0]
@@ -1749,6 +1752,12 @@ def test_candidates_scored_on_different_label_scales_are_refused(reg_data, scori
         (DPRandomizedSearchCV, _reg(), {"y_bound": [0.01, 3.0]}),
         (DPRandomizedSearchCV, _reg(), {"y_bound": uniform(1.0, 2.0)}),
     ]
+    class DrawStep:  # a distribution of DP estimators (review: drawn, not checked)
+        def rvs(self, random_state=None):
+            return _reg().set_params(y_bound=float(random_state.choice([0.01, 3.0])))
+
+    refused.append((DPRandomizedSearchCV, Pipeline([("f", Normalizer()), ("dp", _reg())]),
+                    {"dp": DrawStep()}))
     if scoring == "loss":
         huber = DPHuberRegressor(feature_norm=1.5, y_bound=2.0, max_iter=20)
         refused += [(DPGridSearchCV, huber, {"threshold": [0.1, 1.0]}),
@@ -3075,6 +3084,19 @@ def test_auto_norm_bound_candidates_give_the_same_model_whatever_n_jobs(reg_data
     np.testing.assert_array_equal(coef(None), coef(2))
 
 
+class _DenseOnZeroFirst(BaseEstimator):
+    """A user's estimator that refuses sparse X, as scikit-learn words it, only
+    when the first value is not positive."""
+
+    def fit(self, X, y=None):
+        from sklearn.utils import check_array
+
+        if X[0, 0] <= 0:
+            check_array(X)
+        self.coef_ = np.ones(X.shape[1])
+        return self
+
+
 @pytest.mark.parametrize("make", [
     lambda head: DPGridSearchCV(make_pipeline(head, _clf()),
                                 {"dplogisticregression__norm_bound": [1.0, 2.0]}),
@@ -3086,7 +3108,7 @@ def test_a_first_step_refusing_sparse_input_is_shown(clf_data, make):
     failed scikit-learn's sparse estimator checks). A step whose refusal may
     follow the data keeps the generic message."""
     from sklearn.compose import ColumnTransformer
-    from sklearn.feature_selection import VarianceThreshold
+    from sklearn.feature_selection import SelectFromModel, VarianceThreshold
     from sklearn.preprocessing import FunctionTransformer
     from sklearn.utils import check_array
 
@@ -3099,10 +3121,20 @@ def test_a_first_step_refusing_sparse_input_is_shown(clf_data, make):
             # On zeros VarianceThreshold fails whatever its threshold; on the data,
             # only above the largest variance.
             (VarianceThreshold(5.0), ValueError, "What failed is not shown"),
-            # A user's function sees X before any check: it may raise the same
-            # message on some values only.
+            # A user's function sees X before any check, or after one that lets
+            # sparse X through, and a user's estimator inside a scikit-learn step
+            # sees it too: they may raise the same message on some values only
+            # (review: the first two cases but the first showed the message).
             (FunctionTransformer(lambda Z: check_array(Z) if Z[0, 0] <= 0 else Z), ValueError,
              "What failed is not shown"),
+            (FunctionTransformer(lambda Z: check_array(Z) if Z[0, 0] <= 0 else Z,
+                                 validate=True, accept_sparse=True), ValueError,
+             "What failed is not shown"),
+            (SelectFromModel(_DenseOnZeroFirst(), threshold=-np.inf), ValueError,
+             "What failed is not shown"),
+            # A later step's refusal: the first one passes on zeros.
+            (make_pipeline(StandardScaler(with_mean=False), FunctionTransformer(validate=True)),
+             ValueError, "What failed is not shown"),
             # The second step's input is sparse or dense by the data's density
             # (here below the ColumnTransformer's sparse_threshold, 0.3).
             (make_pipeline(ColumnTransformer([("all", "passthrough", [0, 1, 2, 3])]),

@@ -172,19 +172,35 @@ def _refuses_sparse_layout(head, X, exc):
     first = head.steps[0][1]
     while isinstance(first, Pipeline):  # (a nested Pipeline's first step sees X too)
         first = first.steps[0][1]
-    if not type(first).__module__.startswith("sklearn.") or any(
-            hasattr(first, name) for name in ("steps", "transformers", "transformer_list")):
-        # passthrough; a user's class, which may raise the message on some values
-        # only; a composite, whose parts may see input made from the data
+    if not _checks_layout_first(first):
         return False
-    if isinstance(first, FunctionTransformer) and not first.validate:
-        return False  # the user's function sees X before any check
     try:
         with silenced(), np.errstate(all="ignore"), parallel_config(verbose=0):
             clone(first).fit_transform(type(X)(X.shape, dtype=X.dtype))
     except Exception as again:
         return type(again) is type(exc) and str(again) == str(exc)
     return False
+
+
+def _checks_layout_first(step):
+    """Whether ``step`` is a scikit-learn step that refuses a sparse X before
+    any code of the user's, or any choice made on the data, can run: a
+    ``FunctionTransformer`` that validates without accepting sparse input
+    (its function runs after the check), or a step of another scikit-learn
+    class whose parameters are plain values.  Not passthrough, a user's
+    class (it may raise the message on some values only), a composite (its
+    parts may see input made from the data), nor a step holding an
+    estimator or a function (``SelectFromModel(user_estimator)``)."""
+    if not type(step).__module__.startswith("sklearn."):
+        return False
+    if isinstance(step, FunctionTransformer):
+        return bool(step.validate) and not step.accept_sparse
+
+    def plain(value):
+        return value is None or isinstance(value, (bool, int, float, str)) or (
+            isinstance(value, (tuple, list)) and all(map(plain, value)))
+
+    return all(plain(value) for value in step.get_params(deep=False).values())
 
 
 def _seeded(head, steps_seed):

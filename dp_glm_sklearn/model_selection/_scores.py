@@ -95,7 +95,9 @@ def _refuse_drawn_scales(estimator, dists, slot, scoring):
     :func:`_check_comparable_scores`, may all agree while the secret ones do not."""
     if scoring in _CLASSIFIER_SCORINGS or is_classifier(estimator):
         return
-    keys = {slot.key("y_bound"), *([slot.key("threshold")] if scoring == "loss" else [])}
+    # (and the DP step itself, whose drawn estimators may set them)
+    keys = {slot.key("y_bound"), *([slot.key("threshold")] if scoring == "loss" else []),
+            *([slot.prefix[:-2]] if slot.prefix else [])}
     for dist in dists:
         drawn = sorted(key for key, value in dist.items() if key in keys and hasattr(value, "rvs"))
         if drawn:
