@@ -6,7 +6,13 @@ calibration and a privacy accountant that every fit, clones included, charges.
 """
 
 from .linear_model import DPHuberRegressor, DPLinearRegression, DPLogisticRegression
-from .model_selection import DPConfidenceBoosting, DPGridSearchCV, DPRandomizedSearchCV, dp_score
+from .model_selection import (
+    DPConfidenceBoosting,
+    DPGridSearchCV,
+    DPRandomizedSearchCV,
+    dp_score,
+    leaky_steps,
+)
 from .privacy.accountant import (
     BudgetExceededError,
     PrivacyAccountant,
@@ -30,4 +36,5 @@ __all__ = [
     "default_accountant",
     "dp_score",
     "get_default_accountant",
+    "leaky_steps",
 ]

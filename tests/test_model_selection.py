@@ -2459,6 +2459,29 @@ def test_containers_are_looked_into_for_steps_that_learn(clf_data):
             assert len(shown) == 1 and expected in shown[0], name
 
 
+def test_leaky_steps_lists_what_the_searches_warn_about(clf_data):
+    # A plain Pipeline.fit cannot warn of a step fitted on the private data; the
+    # searches' inspection is public as leaky_steps (user trial).
+    from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
+    from sklearn.impute import SimpleImputer
+
+    from dp_glm_sklearn import leaky_steps
+
+    X, y = clf_data
+    head = ColumnTransformer([("num", make_pipeline(SimpleImputer(), Normalizer()), [0, 1]),
+                              ("rest", StandardScaler(), [2, 3])])
+    expected = ["'head__num__simpleimputer' (SimpleImputer)", "'head__rest' (StandardScaler)",
+                "'head' (ColumnTransformer, sparse_threshold=0.3)"]
+    assert leaky_steps(_pipe(head)) == expected
+    (message,) = _leak_warnings(_pipe(head), X, y)
+    assert all(part in message for part in expected)
+    assert leaky_steps(_pipe(Normalizer())) == leaky_steps(_clf()) == []
+    assert leaky_steps(Pipeline([("outer", StandardScaler()), ("inner", _pipe(Normalizer()))])) \
+        == ["'outer' (StandardScaler)"]
+    with pytest.raises(ValueError, match="inside a TransformedTargetRegressor"):
+        leaky_steps(TransformedTargetRegressor(_reg()))
+
+
 def test_encoders_with_declared_categories_learn_nothing(clf_data):
     # A OneHotEncoder given its categories publishes what was declared and encodes each
     # row alone: the search warned of it as of a step that learns (usability review).

@@ -9,7 +9,9 @@
   chunks, the best model chosen privately on a held-out chunk (the paper's
   confidence boosting, Appendix E);
 - :func:`dp_score`: a fitted model's score on private data, with noise,
-  charged like a fit.
+  charged like a fit;
+- :func:`leaky_steps`: the preprocessing steps of a Pipeline that learn from
+  the data without noise (what the searches warn about).
 
 All are (epsilon, delta)-DP in total and charge the accountant once, before
 reading any data.  The privacy argument (parallel composition of the
@@ -22,5 +24,7 @@ from ._boosting import DPConfidenceBoosting
 from ._dp_score import dp_score
 from ._random import DPRandomizedSearchCV
 from ._search import DPGridSearchCV
+from ._slot import leaky_steps
 
-__all__ = ["DPConfidenceBoosting", "DPGridSearchCV", "DPRandomizedSearchCV", "dp_score"]
+__all__ = ["DPConfidenceBoosting", "DPGridSearchCV", "DPRandomizedSearchCV", "dp_score",
+           "leaky_steps"]

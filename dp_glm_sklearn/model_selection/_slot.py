@@ -74,8 +74,7 @@ def _warn_fitted_preprocessing(search, slot, candidates):
     """
     steps = [step for params in [{}, *candidates]  # the estimator's and each candidate's
              for step in _preprocessing(_with_params(search.estimator, params))]
-    fitted = list(dict.fromkeys(
-        where for name, step in steps if _learns(step) for where in _learning_parts(name, step)))
+    fitted = _leaky(steps)
     if fitted:
         density = any(isinstance(part, ColumnTransformer) and part.sparse_threshold > 0
                       for _, step in steps for part in _parts(step))
@@ -91,6 +90,60 @@ def _warn_fitted_preprocessing(search, slot, candidates):
                "sparse_threshold=0." if density else ""),
             PrivacyLeakWarning,
         )
+
+
+def leaky_steps(estimator):
+    """The steps before the DP estimator that learn from the data they are fitted on.
+
+    A ``Pipeline`` fits its steps on the private data without noise, and
+    what they learn (a ``StandardScaler``'s means and variances, the
+    categories a ``OneHotEncoder`` finds) is published with the model,
+    outside its ``privacy_spent_``.  The searches warn about such steps
+    (a ``PrivacyLeakWarning``); a plain ``Pipeline.fit`` cannot, so check it
+    here before fitting.  The answer depends on the estimator's settings
+    only, never on data, and follows what scikit-learn's tags and the steps'
+    structure tell: an empty list is no proof (a step tagged as needing no
+    fit must also transform each row alone, which no tag says).
+
+    Parameters
+    ----------
+    estimator : estimator
+        A DP estimator, or a ``Pipeline`` (Pipelines may nest) whose last
+        step is one.
+
+    Returns
+    -------
+    steps : list of str
+        Each part that learns, as ``'set_params key' (class)``: the steps,
+        and inside ``Pipeline``, ``FeatureUnion`` and ``ColumnTransformer``
+        steps the parts that learn; a ``ColumnTransformer`` that picks a
+        sparse or dense output from the data's density
+        (``sparse_threshold > 0``) is named itself.
+
+    Raises
+    ------
+    ValueError
+        If ``estimator`` holds no DP estimator where a search would look
+        for it.
+
+    Examples
+    --------
+    >>> from sklearn.pipeline import make_pipeline
+    >>> from sklearn.preprocessing import Normalizer, StandardScaler
+    >>> from dp_glm_sklearn import DPLogisticRegression, leaky_steps
+    >>> leaky_steps(make_pipeline(StandardScaler(), DPLogisticRegression()))
+    ["'standardscaler' (StandardScaler)"]
+    >>> leaky_steps(make_pipeline(Normalizer(), DPLogisticRegression()))
+    []
+    """
+    _find_dp_slot(estimator)
+    return _leaky(_preprocessing(estimator))
+
+
+def _leaky(steps):
+    """:func:`leaky_steps` of ``(parameter path, step)`` pairs, each part once."""
+    return list(dict.fromkeys(
+        where for name, step in steps if _learns(step) for where in _learning_parts(name, step)))
 
 
 def _learning_parts(path, step):
