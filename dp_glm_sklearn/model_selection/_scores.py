@@ -18,7 +18,7 @@ from sklearn.base import clone, is_classifier
 from .._objective import _SCORE_BLOCK_BYTES
 from .._sklearn_compat import safe_indexing
 from .._warn import silenced
-from ._slot import _fresh, _head, _preprocessing
+from ._slot import _fresh, _head, _preprocessing, _with_params
 
 #: Scores of bounded sensitivity a search can select on.
 SCORINGS = ("accuracy", "neg_brier_score", "loss", "neg_mean_absolute_error",
@@ -71,8 +71,6 @@ def _check_comparable_scores(estimator, candidates, slot, scoring, what="grid"):
     """Refuse candidates whose ``scoring`` losses have different scales
     (:func:`_score_scale`), before any charge; ``candidates`` are parameter
     dicts applied to ``estimator``.  Public: the settings only."""
-    from ._slot import _with_params
-
     scales = {}
     for params in candidates:
         owner = slot.owner(_with_params(estimator, params))
