@@ -236,6 +236,9 @@ def test_spend_rejects_bad_input():
         acc.spend([0.5])
     with pytest.raises(TypeError, match="source"):
         acc.spend(GaussianEvent(0.5), source=3)
+    for not_an_event in (5, None, 0.5):  # (one object that is no event nor iterable)
+        with pytest.raises(TypeError, match="events must be GaussianEvent"):
+            acc.spend(not_an_event)
     assert acc.history == []
     # Nothing released, nothing recorded (it was an empty row of the report).
     assert acc.spend([]) == (0.0, acc.delta) and acc.spend(set()) == (0.0, acc.delta)

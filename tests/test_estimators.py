@@ -1178,6 +1178,7 @@ _Y_BOUND = r"'y_bound' parameter .* (positive|range \(0.0, inf\))"
     (dict(projection_dim=-5), "'projection_dim' parameter .* an int"),
     (dict(projection_dim=float("nan")), "'projection_dim' parameter .* an int"),
     (dict(projection_dim=2.5, method="jl"), "'projection_dim' parameter .* an int"),
+    (dict(method="bogus"), "method"),  # (under skip_parameter_validation: the mechanisms')
 ])
 def test_extreme_parameters_are_refused_before_the_charge(params, match, skip_validation,
                                                           monkeypatch):

@@ -5,6 +5,7 @@ Deterministic checks (no false failures) unless a test says otherwise.
 
 import dataclasses
 import importlib
+import math
 import tracemalloc
 import warnings
 
@@ -1322,6 +1323,22 @@ def test_noisy_gd_bound_matches_its_calibration():
     # max_iter=None is the estimators' default number of steps.
     assert noisy_gd_risk_bound(problem, mu) == noisy_gd_risk_bound(
         problem, mu, default_steps(problem, mu))
+
+
+def test_initial_gap_bound_is_the_smaller_of_the_gradient_and_the_loss_at_zero():
+    """``F(0) - F(u) <= min(G_0 r, sup_y phi(0, y))`` for each loss; the
+    multinomial branch (log K) was never run by the suite (coverage review)."""
+    from dp_glm_sklearn.mechanisms.auto import _initial_gap_bound
+
+    for loss, at_zero in [(SquaredLoss(), 2.0**2 / 2), (LogisticLoss(), math.log(2.0)),
+                          (MultinomialLoss(5), math.log(5.0)),
+                          (HuberLoss(1.0), 2.0 - 0.5)]:
+        Y = 2.0 if isinstance(loss, (SquaredLoss, HuberLoss)) else 0.0
+        pb = PublicProblem(loss, 1000, 5, 1.0, 0.5, Y, 100.0)
+        assert _initial_gap_bound(pb, 1e6) == pytest.approx(at_zero, rel=1e-12)
+        small = _initial_gap_bound(pb, 1e-6)
+        assert 0.0 < small < at_zero and small == pytest.approx(
+            float(loss.derivative_bound(0.0, pb.augmented_norm, Y) * pb.augmented_norm) * 1e-6)
 
 
 def test_noisy_gd_bound_reduces_to_plain_gd_without_momentum():

@@ -335,6 +335,8 @@ def test_noise_helpers_refuse_invalid_numbers():
                        (lambda: gdp_mu_of_noise(1.0, math.nan), "sigma")]:
         with pytest.raises(ValueError, match=name):
             call()
+    # No noise is no privacy: mu = inf (a finite mu would under-charge).
+    assert gdp_mu_of_noise(1.0, 0.0) == math.inf and gdp_mu_of_noise(1.0, 0.0, 3) == math.inf
     # (Rounded up by a few units in the last place.)
     assert 1.0 <= gdp_sigma(2.0, 4.0, 4) <= 1.0 + 1e-15
     assert 4.0 <= gdp_mu_of_noise(2.0, 1.0, 4) <= 4.0 * (1 + 1e-15)
