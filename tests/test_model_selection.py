@@ -3185,6 +3185,38 @@ def test_steps_leaving_no_feature_on_all_rows_are_refused_without_counts(reg_dat
     assert acc.history == []
 
 
+class _DuplicatesLargeRowsOnTransform(TransformerMixin, BaseEstimator):
+    """Fits as the identity; transform repeats the rows whose first value is
+    above 1 (a step breaking the one-row-in, one-row-out rule by values)."""
+
+    def fit(self, X, y=None):
+        self.n_features_in_ = np.shape(X)[1]
+        return self
+
+    def fit_transform(self, X, y=None):
+        return np.asarray(self.fit(X) and X)
+
+    def transform(self, X):
+        X = np.asarray(X)
+        return np.repeat(X, np.where(X[:, 0] > 1.0, 3, 1), axis=0)
+
+
+def test_steps_changing_the_validation_rows_count_are_refused_before_the_charge(reg_data):
+    """Such a step passed the probes (they compared columns only); after the
+    charge the selection was withheld with an error quoting the losses' shape,
+    a count of the records that triggered it (self-review)."""
+    X, y = reg_data
+    assert (X[:, 0] > 1.0).any()
+    acc = PrivacyAccountant()
+    with pytest.raises(ValueError, match="What failed is not shown"), \
+            warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)  # (a step of a user's class)
+        DPGridSearchCV(make_pipeline(_DuplicatesLargeRowsOnTransform(), _reg()),
+                       {"dplinearregression__norm_bound": [1.0, 2.0]}, accountant=acc,
+                       random_state=0).fit(X, y)
+    assert acc.history == []
+
+
 def test_probe_errors_say_neither_which_setting_failed_nor_a_private_count():
     # Which setting of a VarianceThreshold grid failed first bracketed the
     # largest feature variance; a step after one dropping incomplete rows
@@ -3269,9 +3301,11 @@ def test_validation_losses_of_another_shape_are_refused(reg_data, monkeypatch):
         return np.zeros((len(X_val), len(X_val))), 1.0
 
     monkeypatch.setattr(_search, "_validation_losses", broadcast)
-    with pytest.raises(RuntimeError, match="one loss per validation row"):
+    with pytest.raises(RuntimeError, match="not one per validation row") as refused:
         DPGridSearchCV(_reg(), GRID, epsilon=1.0, delta=DELTA, random_state=0,
                        accountant=PrivacyAccountant()).fit(*reg_data)
+    # (No shape: a step changing the rows by their values makes it a private count.)
+    assert str(len(reg_data[1]) // 2) not in str(refused.value)
 
 
 @pytest.mark.parametrize("n_jobs", [None, 2])

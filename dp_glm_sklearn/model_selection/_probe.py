@@ -53,14 +53,16 @@ class _UnusableOutput(Exception):
     """The steps' output on a part is one the DP estimator cannot take (worded generically)."""
 
 
-def _usable_output(Xt, fitted_on=None):
+def _usable_output(Xt, fitted_on=None, rows=None):
     """``(n_features, column names or None)`` of ``Xt``; raises
     :class:`_UnusableOutput` unless the DP estimator can be fitted on ``Xt``
     (as its ``_validated`` checks X), or, given what it was ``fitted_on``
     (such a pair), predict on ``Xt``: as many features, and the same column
     names in the same order (a ``pd.get_dummies`` step gave the validation
     part other columns of the same number, and predict quoted them, values
-    of single records, after the charge)."""
+    of single records, after the charge); and ``rows`` rows if given (a step
+    adding or dropping rows by their values withheld the selection after the
+    charge, whether it did telling of those records)."""
     columns = _column_names(Xt)
     try:
         with config_context(assume_finite=False):
@@ -69,6 +71,8 @@ def _usable_output(Xt, fitted_on=None):
     except (ValueError, TypeError):
         raise _UnusableOutput() from None
     if fitted_on is not None and (Xt.shape[1], columns) != fitted_on:
+        raise _UnusableOutput()
+    if rows is not None and Xt.shape[0] != rows:
         raise _UnusableOutput()
     return Xt.shape[1], columns
 
@@ -119,8 +123,9 @@ def _probe_head(head, X, y, parts, dumps, refit, steps_seed):
                 # feature, or scale a validation part to inf.
                 part = _seeded(clone(head), steps_seed)
                 fitted_on = _usable_output(part.fit_transform(safe_indexing(X, train),
-                                                              safe_indexing(y, train)))
-                _usable_output(part.transform(safe_indexing(X, val)), fitted_on)
+                                                              safe_indexing(y, train)),
+                                           rows=len(train))
+                _usable_output(part.transform(safe_indexing(X, val)), fitted_on, rows=len(val))
                 widths.add(fitted_on[0])
                 if dumps is not None:
                     fitted.append(part)

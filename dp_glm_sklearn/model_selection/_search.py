@@ -862,10 +862,13 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                     "may tell values of the data. Preprocessing steps must transform each "
                     "row alone, to the same columns whatever the rows.")
             if losses.shape != (n_val,):  # the sensitivity bound / n_val needs one per row
+                # (The shape is not shown: a step adding or dropping rows by
+                # their values would make it a count of private records.)
                 raise RuntimeError(
-                    f"a candidate's validation losses have shape {losses.shape}, not "
-                    f"({n_val},): one loss per validation row is needed for the declared "
-                    "sensitivity; the selection is withheld.")
+                    f"{type(self).__name__}: a candidate's validation losses are not one per "
+                    "validation row, which the declared sensitivity needs; the selection is "
+                    "withheld (the budget is spent). Preprocessing steps must transform each "
+                    "row alone, to one row.")
             utilities.append(-losses.mean())
             sensitivities.append(bound / n_val)
         return np.asarray(utilities), np.asarray(sensitivities)
