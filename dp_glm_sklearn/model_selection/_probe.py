@@ -174,9 +174,12 @@ def _refuses_sparse_layout(head, X, exc):
     """
     if not (sp.issparse(X) and str(exc).startswith(_SPARSE_LAYOUT_ERRORS)):
         return False
-    first = head.steps[0][1]
+    first = head
     while isinstance(first, Pipeline):  # (a nested Pipeline's first step sees X too)
-        first = first.steps[0][1]
+        steps = [step for _, step in first.steps if step not in (None, "passthrough")]
+        if not steps:
+            return False
+        first = steps[0]
     if not _checks_layout_first(first):
         return False
     try:

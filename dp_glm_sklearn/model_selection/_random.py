@@ -16,6 +16,7 @@ from numbers import Real
 import numpy as np
 from joblib import effective_n_jobs
 from scipy.stats import rv_discrete
+from sklearn.base import BaseEstimator, is_classifier
 from sklearn.model_selection import ParameterGrid
 
 from .._base import target_privacy
@@ -36,7 +37,7 @@ from ..privacy.selection import (
     random_stopping_refit_mu,
     sample_stopping_count,
 )
-from ._scores import _refuse_drawn_scales
+from ._scores import _CLASSIFIER_SCORINGS
 from ._search import (
     _PARAMS_BUDGET,
     _PARAMS_RUN,
@@ -185,6 +186,46 @@ def _one_change_settings(options):
 
 #: Public bounds whose None means "not stated" (a warning, decided before any draw).
 _BOUNDS = ("feature_norm", "y_bound")
+
+
+def _refuse_drawn_structure(estimator, dists, slot, scoring):
+    """Refuse a distribution (an object with ``rvs``) over what the search must
+    know of every candidate before the draw, from the public settings alone:
+    the steps (the DP estimator, the Pipelines holding it, the preprocessing
+    steps: whether one learns from the data is warned of before the charge),
+    the DP estimator's ``classes`` (read from y once, or not), and what sets
+    the scale of a regressor's scores (``y_bound``; a Huber ``threshold``
+    with ``scoring="loss"``).  A distribution's public draw may agree with
+    itself while the secret draws differ: the warnings and refusals would
+    then depend on the draws, that is on the secret number of candidates.
+    A list of values (drawn uniformly) is checked value by value instead."""
+    params = estimator.get_params(deep=True)
+    names = slot.prefix[:-2].split("__") if slot.prefix else []
+    structure = {"__".join(names[:i]) for i in range(1, len(names) + 1)}
+    structure |= {key for key, value in params.items() if not slot.owns(key)
+                  and (value is None or isinstance(value, (str, BaseEstimator)))}
+    structure.add(slot.key("classes"))
+    scales = set()
+    if scoring not in _CLASSIFIER_SCORINGS and not is_classifier(estimator):
+        scales = {slot.key("y_bound"), *([slot.key("threshold")] if scoring == "loss" else [])}
+    for dist in dists:
+        for key in sorted(dist):
+            if not hasattr(dist[key], "rvs"):
+                continue
+            if key in scales:
+                raise ValueError(
+                    f"param_distributions draws {key!r} from a distribution: each "
+                    f"candidate's {scoring!r} clips the validation labels to its own y_bound "
+                    "(with scoring='loss', scores its own loss), so scores of candidates drawn "
+                    "with different values cannot be compared (the narrowest interval would "
+                    "always win). Keep it the same for every candidate.")
+            if key in structure:
+                raise ValueError(
+                    f"param_distributions draws {key!r} from a distribution; the search must "
+                    "know each possible value before its secret draws (the steps, to warn of "
+                    "one that learns from the data; the DP estimator and its classes, to "
+                    "check them). Give the values as a list (drawn uniformly). Nothing was "
+                    "charged.")
 
 
 def _sample_params(dists, rng):
@@ -463,7 +504,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(dists, slot)
         _validate_distributions(self.estimator, dists, slot, self.accountant)
-        _refuse_drawn_scales(self.estimator, dists, slot, self._scoring())
+        _refuse_drawn_structure(self.estimator, dists, slot, self._scoring())
         self._warn_unstated_bounds(slot)
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         self._validation_size(n_samples)

@@ -87,27 +87,6 @@ def _check_comparable_scores(estimator, candidates, slot, scoring, what="grid"):
         )
 
 
-def _refuse_drawn_scales(estimator, dists, slot, scoring):
-    """A random search: refuse a distribution over what sets the scale of a
-    regressor's scores (:func:`_score_scale`); its public draws, checked by
-    :func:`_check_comparable_scores`, may all agree while the secret ones do not."""
-    if scoring in _CLASSIFIER_SCORINGS or is_classifier(estimator):
-        return
-    # (and the DP step itself, whose drawn estimators may set them)
-    keys = {slot.key("y_bound"), *([slot.key("threshold")] if scoring == "loss" else []),
-            *([slot.prefix[:-2]] if slot.prefix else [])}
-    for dist in dists:
-        drawn = sorted(key for key, value in dist.items() if key in keys and hasattr(value, "rvs"))
-        if drawn:
-            raise ValueError(
-                f"param_distributions draws {drawn[0]!r} from a distribution: each "
-                f"candidate's {scoring!r} clips the validation labels to its own y_bound "
-                "(with scoring='loss', scores its own loss), so scores of candidates drawn "
-                "with different values cannot be compared (the narrowest interval would "
-                "always win). Keep it the same for every candidate."
-            )
-
-
 def _regression_interval(owner, scoring):
     if not hasattr(owner, "_y_interval"):
         raise ValueError(

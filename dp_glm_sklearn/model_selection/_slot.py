@@ -109,7 +109,8 @@ def leaky_steps(estimator):
     ----------
     estimator : estimator
         A DP estimator, or a ``Pipeline`` (Pipelines may nest) whose last
-        step is one.
+        step is one; or a search or ``DPConfidenceBoosting``, for the
+        estimator it fits.
 
     Returns
     -------
@@ -136,6 +137,12 @@ def leaky_steps(estimator):
     >>> leaky_steps(make_pipeline(Normalizer(), DPLogisticRegression()))
     []
     """
+    from ._search import _BaseDPSearch  # (here: _search imports this module)
+
+    if isinstance(estimator, _BaseDPSearch):
+        estimator = estimator.estimator  # (what the search fits)
+    if not hasattr(estimator, "get_params"):
+        raise TypeError(f"leaky_steps takes an estimator; got {estimator!r}.")
     _find_dp_slot(estimator)
     return _leaky(_preprocessing(estimator))
 
@@ -425,6 +432,13 @@ def _find_dp_slot(estimator):
             f"{estimator.__name__}(...); got the class {estimator.__name__} itself.")
     params = estimator.get_params(deep=True)
     keys = [k for k in params if k == "epsilon" or k.endswith("__epsilon")]
+    # Other estimators have an epsilon too (SVR's margin, HuberRegressor's
+    # threshold, inside an RFE step): the DP estimator's comes with delta and
+    # accountant.
+    dp_keys = [k for k in keys if all(k[: -len("epsilon")] + name in params
+                                      for name in ("delta", "accountant"))]
+    if len(dp_keys) == 1:
+        keys = dp_keys
     if len(keys) != 1:
         raise ValueError(
             "The 'estimator' parameter must contain exactly one DP estimator (one "
