@@ -245,6 +245,34 @@ def test_spend_rejects_bad_input():
     assert acc.history == []
 
 
+def test_a_bad_source_reading_the_accountant_is_refused_without_deadlock():
+    # The source check formats repr(source); for the accountant itself, or an
+    # estimator holding it, that reads the accountant, whose lock the check
+    # held: spend never returned.
+    acc = PrivacyAccountant(epsilon=3.0, delta=DELTA)
+
+    class Holder(BaseEstimator):
+        def __init__(self, accountant=None):
+            self.accountant = accountant
+
+    errors = []
+
+    def charge(source):
+        for method in (acc.spend, acc._record):
+            try:
+                method([GaussianEvent(0.1)], source=source)
+            except TypeError as exc:
+                errors.append(str(exc))
+
+    for source in (acc, Holder(accountant=acc)):
+        thread = threading.Thread(target=charge, args=(source,), daemon=True)
+        thread.start()
+        thread.join(timeout=10)
+        assert not thread.is_alive(), "spend deadlocked on repr(source)"
+    assert len(errors) == 4 and all("source must be a str" in e for e in errors)
+    assert acc.history == []
+
+
 def test_report_with_pandas():
     acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
     acc.spend(GaussianEvent(0.5, "noisy_gd"), source="DPLinearRegression.fit")

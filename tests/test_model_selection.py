@@ -3744,6 +3744,11 @@ def test_dp_score_refuses_before_reading_the_data(clf_data, reg_data):
                      random_state=seed)
     with pytest.raises(ValueError, match="'accountant' parameter of dp_score"):
         dp_score(clf, Unreadable(), y[800:], epsilon=0.1, accountant="acc")
+    # Not an estimator: named as the other arguments are (it was an
+    # AttributeError on its get_params).
+    for not_an_estimator in (None, "clf", 3, type(clf)):
+        with pytest.raises(ValueError, match="'estimator' parameter of dp_score"):
+            dp_score(not_an_estimator, Unreadable(), y[800:], accountant=acc)
     with pytest.warns(UserWarning, match="dp_score: delta=0.3 is not below 1/n"):
         dp_score(clf, X[800:], y[800:], epsilon=0.1, delta=0.3, accountant=PrivacyAccountant())
     from sklearn.exceptions import NotFittedError
@@ -3859,6 +3864,38 @@ def test_dp_score_counts_a_record_a_step_turns_into_several_rows_as_the_bound(mo
     assert dp_score(model, X_test, y_test, accountant=acc) == pytest.approx(-errors.mean())
     assert abs(plain + errors.mean()) <= bound / n_test
     assert len(acc.history) == 2
+
+
+def test_dp_score_scores_a_pipeline_ending_in_a_search_through_its_best_estimator(
+        clf_data, monkeypatch):
+    # It was refused, saying both that it scores a DPConfidenceBoosting through its
+    # best_estimator_ and that other meta-estimators cannot be scored (API review).
+    from dp_glm_sklearn import dp_score
+    from dp_glm_sklearn.model_selection import _dp_score as module
+
+    monkeypatch.setattr(module, "add_gaussian_noise", lambda value, sigma, rng: value)
+    X, y = clf_data
+    boosted = DPConfidenceBoosting(_clf(), n_models=2, accountant=PrivacyAccountant(),
+                                   random_state=0)
+    pipe = make_pipeline(Normalizer(), boosted).fit(X[:800], y[:800])
+    acc = PrivacyAccountant()
+    served = make_pipeline(Normalizer(), boosted.best_estimator_)
+    assert dp_score(pipe, X[800:], y[800:], accountant=acc) == dp_score(
+        served, X[800:], y[800:], accountant=acc) == pytest.approx(
+        pipe.score(X[800:], y[800:]))
+    assert len(acc.history) == 2
+
+
+def test_searches_refuse_fit_parameters_saying_why(reg_data):
+    # A bare "unexpected keyword argument" where the DP estimators explain (API review).
+    X, y = reg_data
+    acc = PrivacyAccountant()
+    for search in (DPGridSearchCV(_reg(), GRID), DPRandomizedSearchCV(_reg(), GRID),
+                   DPConfidenceBoosting(_reg(), n_models=2)):
+        with pytest.raises(TypeError, match=f"{type(search).__name__}.fit takes X and y only; "
+                                            r"got \['sample_weight'\]. There is no sample_w"):
+            search.set_params(accountant=acc).fit(X, y, sample_weight=np.ones(len(y)))
+    assert acc.history == []
 
 
 def test_dp_score_refuses_a_list_of_labels(clf_data):
@@ -4434,6 +4471,9 @@ def test_search_score_refuses_non_finite_test_labels(reg_data, scoring):
             search.score(X[:3], [0.0, bad, 1.0])
     with pytest.raises(ValueError, match="NaN or infinity"):
         search.score(X[:3], y[:3], sample_weight=[1.0, np.nan, 1.0])
+    # All-zero weights: scikit-learn's ValueError (np.average's ZeroDivisionError).
+    with pytest.raises(ValueError, match="at least one non-zero"):
+        search.score(X[:3], y[:3], sample_weight=np.zeros(3))
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered in cast:RuntimeWarning")

@@ -57,7 +57,7 @@ from ..privacy.selection import (
     gdp_bounded_range_epsilon,
 )
 from ._search import _BaseDPSearch, _candidate_privacy, _child_seeds, _restore_accountant
-from ._slot import _find_dp_slot, _validate_candidates
+from ._slot import _find_dp_slot, _refuse_fit_params, _validate_candidates
 
 __all__ = ["DPConfidenceBoosting"]
 
@@ -267,7 +267,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
     @fit_context(prefer_skip_nested_validation=False)
     @validated_even_if_skipped
     @_clones_draw_nothing
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Train one model per chunk and keep the best one, chosen privately.
 
         Parameters
@@ -276,6 +276,10 @@ class DPConfidenceBoosting(_BaseDPSearch):
             Training data.
         y : array-like of shape (n_samples,)
             Targets.
+        **fit_params : none accepted
+            There is no ``sample_weight`` (a weight scales one record's
+            influence, hence the sensitivity); any keyword raises a
+            TypeError saying so, before anything is read or charged.
 
         Returns
         -------
@@ -287,6 +291,7 @@ class DPConfidenceBoosting(_BaseDPSearch):
             If the accountant cannot afford (epsilon, delta); nothing is
             trained.
         """
+        _refuse_fit_params(self, fit_params)
         slot = _find_dp_slot(self.estimator)
         _validate_candidates(self.estimator, [{}], slot, self.accountant)  # before the charge
         n_samples = _fit_n_samples(X, y, type(self).__name__)

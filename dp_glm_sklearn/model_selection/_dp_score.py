@@ -21,6 +21,7 @@ from numbers import Integral
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import is_classifier
+from sklearn.pipeline import Pipeline
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from .._base import checked_privacy, warn_large_delta
@@ -138,6 +139,21 @@ def _total_losses(estimator, slot, scoring, X, y, bound):
     return np.clip(losses, 0.0, bound)
 
 
+def _served(estimator):
+    """The model ``estimator`` predicts with: a search's or boosting's
+    ``best_estimator_``, also as the last step of (nested) Pipelines, which
+    are rebuilt around it (fitted steps, nothing refitted)."""
+    if isinstance(estimator, _BaseDPSearch):
+        check_is_fitted(estimator, "best_estimator_")
+        return estimator.best_estimator_
+    if isinstance(estimator, Pipeline) and estimator.steps:
+        name, last = estimator.steps[-1]
+        served = _served(last)
+        if served is not last:
+            return Pipeline([*estimator.steps[:-1], (name, served)])
+    return estimator
+
+
 def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accountant=None,
              random_state=None):
     """Score a fitted DP model on private data, with (epsilon, delta)-DP.
@@ -156,9 +172,10 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     ----------
     estimator : fitted DP estimator, or a fitted Pipeline ending in one
         The model to score (it is not refitted); a fitted search or
-        :class:`DPConfidenceBoosting` is scored through its
-        ``best_estimator_``.  Its steps must transform each row on its own
-        (scikit-learn's fitted transformers do); a step mixing rows
+        :class:`DPConfidenceBoosting`, alone or as the last step of a
+        Pipeline, is scored through its ``best_estimator_``.  Its steps
+        must transform each row on its own (scikit-learn's fitted
+        transformers do); a step mixing rows
         (centring them on their mean, say) lets one record move the others'
         losses, beyond the sensitivity the noise is for.
     X : array-like of shape (n_samples, n_features)
@@ -229,17 +246,26 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     (``clf.score`` gives 0.713 without noise: publishing it would not be
     private.  The noise here has a standard deviation of 0.008.)
     """
-    if isinstance(estimator, _BaseDPSearch):  # a search or boosting: the model it serves
-        check_is_fitted(estimator, "best_estimator_")
-        estimator = estimator.best_estimator_
+    if isinstance(estimator, type) or not hasattr(estimator, "get_params"):
+        # (Not an estimator: _find_dp_slot failed on its get_params, naming nothing.
+        # Its type only: arguments given in the wrong order may put data here.)
+        what = f"the class {estimator.__name__}" if isinstance(estimator, type) \
+            else f"a {type(estimator).__name__}"
+        raise InvalidParameterError(
+            "The 'estimator' parameter of dp_score must be a fitted DP estimator of this "
+            "library, a fitted Pipeline ending in one, or a fitted DPGridSearchCV, "
+            f"DPRandomizedSearchCV or DPConfidenceBoosting. Got {what} instead. "
+            "Nothing was charged.")
+    estimator = _served(estimator)
     try:
         slot = _find_dp_slot(estimator)
     except ValueError:
         raise ValueError(
             f"dp_score cannot score a {type(estimator).__name__}: it takes a fitted DP "
             "estimator of this library or a fitted Pipeline whose last step is one (a fitted "
-            "DPGridSearchCV, DPRandomizedSearchCV or DPConfidenceBoosting is scored through "
-            "its best_estimator_). Other meta-estimators hold copies of the DP estimator "
+            "DPGridSearchCV, DPRandomizedSearchCV or DPConfidenceBoosting, alone or as a "
+            "Pipeline's last step, is scored through its best_estimator_). Other "
+            "meta-estimators hold copies of the DP estimator "
             "whose losses it cannot bound.") from None
     owner = slot.owner(estimator)
     check_is_fitted(owner)

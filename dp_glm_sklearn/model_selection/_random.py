@@ -52,6 +52,7 @@ from ._slot import (
     _check_grid_keys,
     _find_dp_slot,
     _params_key,
+    _refuse_fit_params,
     _validate_candidates,
     _with_params,
 )
@@ -480,7 +481,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
     @fit_context(prefer_skip_nested_validation=False)
     @validated_even_if_skipped
     @_clones_draw_nothing
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Try a random number of random candidates; keep the best, privately.
 
         Parameters
@@ -489,6 +490,10 @@ class DPRandomizedSearchCV(_BaseDPSearch):
             Training data.
         y : array-like of shape (n_samples,)
             Targets.
+        **fit_params : none accepted
+            There is no ``sample_weight`` (a weight scales one record's
+            influence, hence the sensitivity); any keyword raises a
+            TypeError saying so, before anything is read or charged.
 
         Returns
         -------
@@ -500,6 +505,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
             If the accountant cannot afford (epsilon, delta); nothing is
             trained.
         """
+        _refuse_fit_params(self, fit_params)
         dists = _check_distributions(self.param_distributions)
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(dists, slot)

@@ -148,6 +148,7 @@ from ._slot import (
     _head,
     _params_key,
     _preprocessing,
+    _refuse_fit_params,
     _step_seeds,
     _validate_candidates,
     _value_key,
@@ -1070,6 +1071,9 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         weights = None if sample_weight is None else column_or_1d(sample_weight).astype(np.float64)
         if weights is not None and not np.all(np.isfinite(weights)):
             raise ValueError("Input sample_weight contains NaN or infinity.")
+        if weights is not None and len(weights) and not np.any(weights):
+            # (scikit-learn's metrics' words; np.average raised a ZeroDivisionError)
+            raise ValueError("Sample weights must contain at least one non-zero number.")
         if self.scoring == "accuracy":  # scikit-learn's checks of y_true (NaN, label types)
             return float(accuracy_score(y, best.predict(X), sample_weight=weights))
         # Public test data: bad labels are refused, as scikit-learn's metrics refuse
@@ -1210,7 +1214,13 @@ class DPGridSearchCV(_BaseDPSearch):
     Differences from ``GridSearchCV``: no ``cv`` (one data-independent
     split, ``validation_fraction``; k folds would use every record k
     times), and no ``best_score_`` or scores in ``cv_results_`` (a
-    validation score computed without noise is not private).
+    validation score computed without noise is not private); hence no
+    ``n_splits_``, ``return_train_score``, ``multimetric_`` (one bounded
+    ``scoring``, no list or dict) or ``scorer_``.  No ``refit_time_`` nor
+    timings in ``cv_results_`` (they depend on the data through the
+    training), no ``error_score`` (a candidate that fails after the charge
+    withholds the selection: which one failed may tell of the data), no
+    ``verbose`` or ``pre_dispatch``, and ``fit`` takes no ``sample_weight``.
 
     Examples
     --------
@@ -1291,7 +1301,7 @@ class DPGridSearchCV(_BaseDPSearch):
     @fit_context(prefer_skip_nested_validation=False)
     @validated_even_if_skipped
     @_clones_draw_nothing
-    def fit(self, X, y):
+    def fit(self, X, y, **fit_params):
         """Train every candidate on the training part and select one privately.
 
         Parameters
@@ -1300,6 +1310,10 @@ class DPGridSearchCV(_BaseDPSearch):
             Training data.
         y : array-like of shape (n_samples,)
             Targets.
+        **fit_params : none accepted
+            There is no ``sample_weight`` (a weight scales one record's
+            influence, hence the sensitivity); any keyword raises a
+            TypeError saying so, before anything is read or charged.
 
         Returns
         -------
@@ -1311,6 +1325,7 @@ class DPGridSearchCV(_BaseDPSearch):
             If the accountant cannot afford (epsilon, delta); nothing is
             trained.
         """
+        _refuse_fit_params(self, fit_params)
         try:
             candidates = list(ParameterGrid(self.param_grid))
         except (TypeError, ValueError) as exc:  # (scikit-learn's words name no parameter)

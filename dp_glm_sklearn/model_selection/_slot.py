@@ -576,6 +576,15 @@ def _may_write(steps):
     return False
 
 
+def _refuse_fit_params(search, fit_params):
+    """A search's ``fit`` takes X and y only, as its DP estimator's does."""
+    if fit_params:
+        raise TypeError(
+            f"{type(search).__name__}.fit takes X and y only; got {sorted(fit_params)}. "
+            "There is no sample_weight: a weight scales one record's influence, hence the "
+            "sensitivity the noise is calibrated to. Nothing was charged.")
+
+
 def _check_grid_keys(candidates, slot):
     reserved = {slot.key(k) for k in ("epsilon", "delta", "accountant", "random_state")}
     for params in candidates:

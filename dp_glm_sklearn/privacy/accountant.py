@@ -163,6 +163,15 @@ def _restore_accountant(uid, home, state):
         return accountant
 
 
+def _check_source(source):
+    """Raise unless ``source`` is a str or None; called before the lock is taken:
+    the message shows ``repr(source)``, which, for an estimator holding the
+    accountant (or the accountant itself), reads the accountant under its lock
+    (a deadlock when the lock was held)."""
+    if source is not None and not isinstance(source, str):
+        raise TypeError(f"source must be a str or None, got {source!r}.")
+
+
 #: The refusal's hint when no other applies: releases compose sub-additively,
 #: so cutting a request by the excess does not make it fit (or fits it with
 #: room to spare); affordable_epsilon bisects with this very check.
@@ -499,6 +508,7 @@ class PrivacyAccountant:
         # Read before the lock, as check does: a generator of events that reads
         # this accountant (affordable_epsilon) deadlocked under it.
         events = _as_event_tuple(events)
+        _check_source(source)  # before the lock: repr(source) may read this accountant
         with self._lock:
             self._record_locked(events, source)
             return self._spent_epsilon(), self._delta
@@ -549,13 +559,13 @@ class PrivacyAccountant:
     def _record(self, events, source=None):
         """:meth:`spend` without computing the total it returns (the library's charges)."""
         events = _as_event_tuple(events)
+        _check_source(source)
         with self._lock:
             self._record_locked(events, source)
 
     def _record_locked(self, events, source):
-        # (events: a tuple from _as_event_tuple, read by the caller before the lock)
-        if source is not None and not isinstance(source, str):
-            raise TypeError(f"source must be a str or None, got {source!r}.")
+        # (events: a tuple from _as_event_tuple, and source, checked by
+        # _check_source, both by the caller before the lock)
         total = self._check_locked(events)
         self._uncharged_streams.pop(threading.get_ident(), None)  # charged for: kept
         if not events:  # nothing released: no row in the ledger's report
