@@ -229,6 +229,9 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         elif self.projection_dim is not None and self.projection_dim >= n_features:
             unused.append(f"projection_dim={self.projection_dim} >= n_features={n_features}: "
                           "'jl' does not project and trains as Noisy GD")
+        if self.max_iter is not None and method == "non_private":
+            unused.append("max_iter is unused with epsilon=inf: the problem is solved "
+                          "exactly over the ball, without noise")
         if self.max_iter is not None and method == "output_perturbation":
             unused.append("max_iter is used by method='noisy_gd' and 'jl' only, not "
                           "'output_perturbation' (its solver runs to a certified accuracy)")
@@ -342,6 +345,8 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
             self.norm_bound_ = problem.norm_bound
             self.n_iter_ = int(n_iter)
             self.method_ = method
+            self.projection_dim_ = (int(calibration.params["projection_dim"])
+                                    if method == "jl" else None)
             self.privacy_events_ = list(calibration.events)
             self.privacy_spent_ = (float(compose(self.privacy_events_, delta)), delta)
         except BaseException:

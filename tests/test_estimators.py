@@ -69,6 +69,30 @@ def test_inf_epsilon_linear_matches_sklearn():
     assert reg.privacy_spent_[0] == np.inf
 
 
+def test_inf_epsilon_warns_that_max_iter_is_unused():
+    # max_iter was ignored silently (the exact solver runs to its certificate),
+    # where output perturbation warned (user trial).
+    X, y = _regression()
+    with pytest.warns(UserWarning, match="max_iter is unused with epsilon=inf"):
+        DPLinearRegression(epsilon=np.inf, y_bound=1e3, max_iter=20, **LOOSE).fit(X, y)
+
+
+def test_projection_dim_shows_what_jl_projected_to():
+    # method_ said "jl" also when JL's k reached d and nothing was projected (the
+    # fit is then Noisy GD's, bit for bit): projection_dim_ tells (user trial).
+    rng = np.random.default_rng(0)
+    clf = lambda **kw: DPLogisticRegression(feature_norm=2.0, classes=[0, 1],  # noqa: E731
+                                            random_state=0, **kw)
+    X, y = rng.normal(size=(2000, 20)) / 5, rng.integers(0, 2, 2000)
+    kept = clf(method="jl").fit(X, y)
+    assert kept.method_ == "jl" and kept.projection_dim_ == kept.n_features_in_ == 20
+    np.testing.assert_array_equal(kept.coef_, clf(method="noisy_gd").fit(X, y).coef_)
+    X, y = rng.normal(size=(200, 500)) / 20, rng.integers(0, 2, 200)
+    projected = clf(method="jl").fit(X, y)
+    assert 0 < projected.projection_dim_ < 500
+    assert clf(method="noisy_gd").fit(X, y).projection_dim_ is None
+
+
 def test_inf_epsilon_logistic_matches_sklearn():
     X, y = make_classification(n_samples=300, n_features=4, n_informative=3, n_redundant=0,
                                flip_y=0.2, random_state=0)

@@ -149,6 +149,12 @@ _SHARED_ATTRIBUTES = """n_features_in_ : int
         The mechanism that trained the model: the one ``method="auto"``
         chose, ``"non_private"`` when ``epsilon=np.inf``.
 
+    projection_dim_ : int or None
+        With ``method_ == "jl"``, the dimension k of the random projection;
+        ``n_features_in_`` when k would reach it, in which case nothing was
+        projected and the fit is Noisy GD's on the original features.  None
+        for the other methods.
+
     norm_bound_ : float
         The radius B used (the chosen one when ``norm_bound="auto"``).
 
