@@ -1808,6 +1808,43 @@ def test_random_search_refuses_distributions_over_what_it_must_check_before_draw
             DPRandomizedSearchCV(estimator, {key: _Choice(values)}, accountant=acc,
                                  random_state=0).fit(*data)
     assert acc.history == []
+    # A setting deciding whether a step learns (an imputer's strategy) too; other
+    # parameters, a PCA's n_components (None until drawn) or the norm bound, are drawn.
+    from scipy.stats import randint
+    from sklearn.decomposition import PCA
+    from sklearn.impute import SimpleImputer
+
+    imputing = Pipeline([("imp", SimpleImputer(strategy="constant", fill_value=0.0,
+                                               keep_empty_features=True)),
+                         ("pca", PCA()), ("dp", _reg())])
+    with pytest.raises(ValueError, match="draws 'imp__strategy' from a distribution"):
+        DPRandomizedSearchCV(imputing, {"imp__strategy": _Choice(["constant", "mean"])},
+                             accountant=acc, random_state=0).fit(*reg_data)
+    assert acc.history == []
+    with pytest.warns(PrivacyLeakWarning, match="'pca' \\(PCA\\)"):  # (it learns)
+        DPRandomizedSearchCV(imputing, {"pca__n_components": randint(1, 3),
+                                        "dp__norm_bound": randint(1, 4)},
+                             accountant=acc, random_state=0).fit(*reg_data)
+    # Whatever the template's value: a list of steps, a number deciding the output
+    # (review: the first rule went by the value's type, and let these through).
+    from sklearn.compose import ColumnTransformer
+
+    steps = [[("s", StandardScaler()), ("dp", _reg())], [("s", Normalizer()), ("dp", _reg())]]
+    ct = Pipeline([("ct", ColumnTransformer([("a", "passthrough", [0, 1, 2])],
+                                            sparse_threshold=0)), ("dp", _reg())])
+    for estimator, key, values in [(Pipeline(steps[1]), "steps", steps),
+                                   (ct, "ct__sparse_threshold", [0.0, 0.9])]:
+        with pytest.raises(ValueError, match=f"draws '{key}' from a distribution"):
+            DPRandomizedSearchCV(estimator, {key: _Choice(values)}, accountant=acc,
+                                 random_state=0).fit(*reg_data)
+    # A scipy distribution draws numbers: an RBF map's numeric gamma is drawn.
+    from scipy.stats import loguniform
+    from sklearn.kernel_approximation import RBFSampler
+
+    DPRandomizedSearchCV(Pipeline([("rbf", RBFSampler(gamma=1.0, n_components=5)),
+                                   ("dp", _reg())]), {"rbf__gamma": loguniform(0.1, 10)},
+                         accountant=acc, random_state=0).fit(*reg_data)
+    acc = PrivacyAccountant()
     # The listed values: checked (two y_bounds refused, None classes warned of), or run.
     with pytest.raises(ValueError, match="cannot be compared"):
         DPRandomizedSearchCV(cases[0][0], cases[0][1], accountant=acc).fit(*reg_data)
@@ -2528,6 +2565,11 @@ def test_leaky_steps_lists_what_the_searches_warn_about(clf_data):
     search = DPGridSearchCV(rfe, {"dplinearregression__norm_bound": [1.0, 2.0]},
                             accountant=PrivacyAccountant(), random_state=0)
     assert leaky_steps(search) == ["'rfe' (RFE)"]  # (the estimator it fits)
+    # ... in every setting of its grid, as the search warns (review).
+    grid = DPGridSearchCV(_pipe(Normalizer()), {"head": [Normalizer(), StandardScaler()]})
+    assert leaky_steps(grid) == ["'head' (StandardScaler)"]
+    assert leaky_steps(DPRandomizedSearchCV(_pipe(Normalizer()), {
+        "head": [Normalizer(), StandardScaler()]})) == ["'head' (StandardScaler)"]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", PrivacyLeakWarning)
         search.fit(X[:, :3], X[:, 0].clip(-2, 2))

@@ -15,9 +15,11 @@ from numbers import Real
 
 import numpy as np
 from joblib import effective_n_jobs
-from scipy.stats import rv_discrete
+from scipy.stats import rv_continuous, rv_discrete
 from sklearn.base import BaseEstimator, is_classifier
+from sklearn.compose import ColumnTransformer
 from sklearn.model_selection import ParameterGrid
+from sklearn.pipeline import FeatureUnion, Pipeline
 
 from .._base import target_privacy
 from .._doc import format_doc
@@ -189,23 +191,64 @@ def _one_change_settings(options):
 _BOUNDS = ("feature_norm", "y_bound")
 
 
+#: Parameters of scikit-learn's steps that decide whether :func:`._slot._learns`
+#: takes a step as learning from the data (an encoder's categories and
+#: grouping, an imputer's strategy and kept columns, an RBF map's gamma, a
+#: ColumnTransformer's parts, remainder and sparse output).
+_LEARNING_PARAMETERS = frozenset({
+    "categories", "min_frequency", "max_categories", "strategy", "keep_empty_features",
+    "add_indicator", "gamma", "sparse_threshold", "remainder", "transformers",
+    "transformer_list", "steps"})
+
+
+def _step_keys(estimator, prefix=""):
+    """The ``set_params`` keys of the steps of ``estimator``'s Pipelines,
+    FeatureUnions and ColumnTransformers, at any depth (a step may be None
+    or a string: "passthrough", "drop")."""
+    if isinstance(estimator, Pipeline):
+        parts = estimator.steps
+    elif isinstance(estimator, FeatureUnion):
+        parts = estimator.transformer_list
+    elif isinstance(estimator, ColumnTransformer):
+        parts = [(name, part) for name, part, _ in estimator.transformers]
+        parts.append(("remainder", estimator.remainder))
+    else:
+        return set()
+    keys = set()
+    for name, part in parts:
+        keys.add(prefix + name)
+        keys |= _step_keys(part, f"{prefix}{name}__")
+    return keys
+
+
 def _refuse_drawn_structure(estimator, dists, slot, scoring):
     """Refuse a distribution (an object with ``rvs``) over what the search must
     know of every candidate before the draw, from the public settings alone:
     the steps (the DP estimator, the Pipelines holding it, the preprocessing
-    steps: whether one learns from the data is warned of before the charge),
-    the DP estimator's ``classes`` (read from y once, or not), and what sets
-    the scale of a regressor's scores (``y_bound``; a Huber ``threshold``
-    with ``scoring="loss"``).  A distribution's public draw may agree with
-    itself while the secret draws differ: the warnings and refusals would
-    then depend on the draws, that is on the secret number of candidates.
-    A list of values (drawn uniformly) is checked value by value instead."""
+    steps and the estimators inside them) and the steps' parameters that
+    decide whether a step learns from the data (:data:`_LEARNING_PARAMETERS`:
+    the searches warn of such a step before the charge), the DP estimator's
+    ``classes`` (read from y once, or not), and what sets the scale of a
+    regressor's scores (``y_bound``; a Huber ``threshold`` with
+    ``scoring="loss"``).  A distribution's public draw may agree with itself
+    while the secret draws differ: the warnings and refusals would then
+    depend on the draws, that is on the secret number of candidates.  A list
+    of values (drawn uniformly) is checked value by value instead, and a
+    scipy distribution over a learning setting (numbers only) too; other
+    parameters (a ``PCA``'s ``n_components``, the DP estimator's
+    ``norm_bound``) may come from any distribution."""
     params = estimator.get_params(deep=True)
     names = slot.prefix[:-2].split("__") if slot.prefix else []
     structure = {"__".join(names[:i]) for i in range(1, len(names) + 1)}
-    structure |= {key for key, value in params.items() if not slot.owns(key)
-                  and (value is None or isinstance(value, (str, BaseEstimator)))}
+    structure |= {key for key in _step_keys(estimator) if not slot.owns(key)}
+    structure |= {key for key, value in params.items()
+                  if not slot.owns(key) and isinstance(value, BaseEstimator)}
     structure.add(slot.key("classes"))
+    # (A scipy distribution draws numbers: a step's learning settings then
+    # learn, or not, alike at every draw but at the ends of a discrete one's
+    # support, which the public enumeration holds; a user's may draw anything.)
+    learning = {key for key in params if not slot.owns(key)
+                and key.rsplit("__", 1)[-1] in _LEARNING_PARAMETERS}
     scales = set()
     if scoring not in _CLASSIFIER_SCORINGS and not is_classifier(estimator):
         scales = {slot.key("y_bound"), *([slot.key("threshold")] if scoring == "loss" else [])}
@@ -220,13 +263,14 @@ def _refuse_drawn_structure(estimator, dists, slot, scoring):
                     "(with scoring='loss', scores its own loss), so scores of candidates drawn "
                     "with different values cannot be compared (the narrowest interval would "
                     "always win). Keep it the same for every candidate.")
-            if key in structure:
+            if key in structure or key in learning and not isinstance(
+                    getattr(dist[key], "dist", None), (rv_continuous, rv_discrete)):
                 raise ValueError(
                     f"param_distributions draws {key!r} from a distribution; the search must "
-                    "know each possible value before its secret draws (the steps, to warn of "
-                    "one that learns from the data; the DP estimator and its classes, to "
-                    "check them). Give the values as a list (drawn uniformly). Nothing was "
-                    "charged.")
+                    "know each possible value before its secret draws (the steps and their "
+                    "settings that decide whether one learns from the data, to warn of it; "
+                    "the DP estimator and its classes, to check them). Give the values as a "
+                    "list (drawn uniformly). Nothing was charged.")
 
 
 def _sample_params(dists, rng):

@@ -22,6 +22,7 @@ from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.compose import ColumnTransformer, make_column_selector
 from sklearn.impute import SimpleImputer
 from sklearn.kernel_approximation import RBFSampler
+from sklearn.model_selection import ParameterGrid
 from sklearn.pipeline import FeatureUnion, Pipeline
 from sklearn.preprocessing import (
     FunctionTransformer,
@@ -110,7 +111,8 @@ def leaky_steps(estimator):
     estimator : estimator
         A DP estimator, or a ``Pipeline`` (Pipelines may nest) whose last
         step is one; or a search or ``DPConfidenceBoosting``, for the
-        estimator it fits.
+        estimator it fits in each setting of its grid (a random search: in
+        each setting it checks before the charge).
 
     Returns
     -------
@@ -123,6 +125,8 @@ def leaky_steps(estimator):
 
     Raises
     ------
+    TypeError
+        If ``estimator`` is not an estimator.
     ValueError
         If ``estimator`` holds no DP estimator where a search would look
         for it.
@@ -139,12 +143,19 @@ def leaky_steps(estimator):
     """
     from ._search import _BaseDPSearch  # (here: _search imports this module)
 
-    if isinstance(estimator, _BaseDPSearch):
-        estimator = estimator.estimator  # (what the search fits)
+    settings = [{}]
+    if isinstance(estimator, _BaseDPSearch):  # the estimator it fits, in every setting
+        search, estimator = estimator, estimator.estimator
+        slot = _find_dp_slot(estimator)
+        if hasattr(search, "param_grid"):
+            settings += list(ParameterGrid(search.param_grid))
+        elif hasattr(search, "param_distributions"):  # (its public enumeration)
+            settings += search._possible_candidates(None, slot)
     if not hasattr(estimator, "get_params"):
-        raise TypeError(f"leaky_steps takes an estimator; got {estimator!r}.")
+        raise TypeError(f"leaky_steps takes an estimator; got a {type(estimator).__name__}.")
     _find_dp_slot(estimator)
-    return _leaky(_preprocessing(estimator))
+    return _leaky([step for params in settings
+                   for step in _preprocessing(_with_params(estimator, params))])
 
 
 def _leaky(steps):
