@@ -1837,13 +1837,34 @@ def test_random_search_refuses_distributions_over_what_it_must_check_before_draw
         with pytest.raises(ValueError, match=f"draws '{key}' from a distribution"):
             DPRandomizedSearchCV(estimator, {key: _Choice(values)}, accountant=acc,
                                  random_state=0).fit(*reg_data)
-    # A scipy distribution draws numbers: an RBF map's numeric gamma is drawn.
-    from scipy.stats import loguniform
+    # A scipy distribution draws numbers: an RBF map's numeric gamma is drawn (also
+    # unfrozen), and a discrete one with a finite support, whose ends the public
+    # enumeration holds. One with an infinite support is refused (review:
+    # poisson(0.3) over sparse_threshold enumerated 0 only, and drew 1 in 21%).
+    from scipy.stats import expon, loguniform, poisson
     from sklearn.kernel_approximation import RBFSampler
 
-    DPRandomizedSearchCV(Pipeline([("rbf", RBFSampler(gamma=1.0, n_components=5)),
-                                   ("dp", _reg())]), {"rbf__gamma": loguniform(0.1, 10)},
-                         accountant=acc, random_state=0).fit(*reg_data)
+    rbf = Pipeline([("rbf", RBFSampler(gamma=1.0, n_components=5)), ("dp", _reg())])
+    for gamma in (loguniform(0.1, 10), expon):
+        DPRandomizedSearchCV(rbf, {"rbf__gamma": gamma}, accountant=acc,
+                             random_state=0).fit(*reg_data)
+    with pytest.warns(PrivacyLeakWarning, match="sparse_threshold=1"):  # (the end 1)
+        DPRandomizedSearchCV(ct, {"ct__sparse_threshold": randint(0, 2)}, accountant=acc,
+                             random_state=0).fit(*reg_data)
+    acc = PrivacyAccountant()
+    # Refused: an infinite discrete support; scipy over a setting that is no number;
+    # a user's distribution over a step inside one a listed value puts in place.
+    listed = Pipeline([("pre", "passthrough"), ("dp", _reg())])
+    for estimator, dists in [
+            (ct, {"ct__sparse_threshold": poisson(0.3)}),
+            (imputing, {"imp__strategy": randint(0, 2)}),
+            (listed, {"pre": [Pipeline([("s", "passthrough")])],
+                      "pre__s": _Choice([StandardScaler(), "passthrough"])})]:
+        key = sorted(k for k, v in dists.items() if hasattr(v, "rvs"))[0]
+        with pytest.raises(ValueError, match=f"draws '{key}' from a distribution"):
+            DPRandomizedSearchCV(estimator, dists, accountant=acc,
+                                 random_state=0).fit(*reg_data)
+    assert acc.history == []
     acc = PrivacyAccountant()
     # The listed values: checked (two y_bounds refused, None classes warned of), or run.
     with pytest.raises(ValueError, match="cannot be compared"):

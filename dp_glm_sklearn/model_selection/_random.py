@@ -201,6 +201,27 @@ _LEARNING_PARAMETERS = frozenset({
     "transformer_list", "steps"})
 
 
+#: The learning settings that are numbers: a scipy distribution over one
+#: draws settings that learn, or not, alike (see
+#: :func:`_draws_alike_to_the_enumeration`).
+_NUMERIC_LEARNING_PARAMETERS = frozenset({
+    "min_frequency", "max_categories", "gamma", "sparse_threshold"})
+
+
+def _draws_alike_to_the_enumeration(dist):
+    """Whether ``dist`` is a scipy distribution whose draws all decide a numeric
+    learning setting as the public enumeration's do: a continuous one (whose
+    draws are numbers, none of the values at which learning changes, 0 or
+    None, but with probability 0), or a discrete one with a finite support
+    (the enumeration holds both ends)."""
+    if not type(dist).__module__.startswith("scipy.stats"):
+        return False  # a user's: it may draw anything
+    family = getattr(dist, "dist", dist)
+    if isinstance(family, rv_continuous):
+        return True
+    return isinstance(family, rv_discrete) and bool(np.all(np.isfinite(dist.support())))
+
+
 def _step_keys(estimator, prefix=""):
     """The ``set_params`` keys of the steps of ``estimator``'s Pipelines,
     FeatureUnions and ColumnTransformers, at any depth (a step may be None
@@ -234,24 +255,42 @@ def _refuse_drawn_structure(estimator, dists, slot, scoring):
     while the secret draws differ: the warnings and refusals would then
     depend on the draws, that is on the secret number of candidates.  A list
     of values (drawn uniformly) is checked value by value instead, and a
-    scipy distribution over a learning setting (numbers only) too; other
-    parameters (a ``PCA``'s ``n_components``, the DP estimator's
-    ``norm_bound``) may come from any distribution."""
-    params = estimator.get_params(deep=True)
+    scipy distribution over a numeric learning setting
+    (:func:`_draws_alike_to_the_enumeration`) too; other parameters (a
+    ``PCA``'s ``n_components``, the DP estimator's ``norm_bound``) may come
+    from any distribution.  The keys are those of the template and of every
+    setting of the public enumeration."""
     names = slot.prefix[:-2].split("__") if slot.prefix else []
     structure = {"__".join(names[:i]) for i in range(1, len(names) + 1)}
-    structure |= {key for key in _step_keys(estimator) if not slot.owns(key)}
-    structure |= {key for key, value in params.items()
-                  if not slot.owns(key) and isinstance(value, BaseEstimator)}
     structure.add(slot.key("classes"))
-    # (A scipy distribution draws numbers: a step's learning settings then
-    # learn, or not, alike at every draw but at the ends of a discrete one's
-    # support, which the public enumeration holds; a user's may draw anything.)
-    learning = {key for key in params if not slot.owns(key)
-                and key.rsplit("__", 1)[-1] in _LEARNING_PARAMETERS}
     scales = set()
     if scoring not in _CLASSIFIER_SCORINGS and not is_classifier(estimator):
         scales = {slot.key("y_bound"), *([slot.key("threshold")] if scoring == "loss" else [])}
+    learning = set()
+    _add_structure(estimator, slot, structure, learning)
+    _refuse_drawn(dists, scales, structure, learning, scoring)  # (before any draw is set)
+    # Every setting the public enumeration holds: a step a listed value puts in
+    # place has parts of its own, which may be drawn.
+    for options in _checked_options(dists):
+        for setting in _one_change_settings(options):
+            _add_structure(_with_params(estimator, setting), slot, structure, learning)
+    _refuse_drawn(dists, scales, structure, learning, scoring)
+
+
+def _add_structure(shape, slot, structure, learning):
+    """Add the step keys and estimator-valued keys of ``shape`` to ``structure``,
+    and its learning settings to ``learning`` (not the DP estimator's own)."""
+    params = shape.get_params(deep=True)
+    structure |= {key for key in _step_keys(shape) if not slot.owns(key)}
+    structure |= {key for key, value in params.items()
+                  if not slot.owns(key) and isinstance(value, BaseEstimator)}
+    learning |= {key for key in params if not slot.owns(key)
+                 and key.rsplit("__", 1)[-1] in _LEARNING_PARAMETERS}
+
+
+def _refuse_drawn(dists, scales, structure, learning, scoring):
+    """Raise for the first key of ``dists`` drawn from a distribution that
+    :func:`_refuse_drawn_structure` refuses."""
     for dist in dists:
         for key in sorted(dist):
             if not hasattr(dist[key], "rvs"):
@@ -263,8 +302,9 @@ def _refuse_drawn_structure(estimator, dists, slot, scoring):
                     "(with scoring='loss', scores its own loss), so scores of candidates drawn "
                     "with different values cannot be compared (the narrowest interval would "
                     "always win). Keep it the same for every candidate.")
-            if key in structure or key in learning and not isinstance(
-                    getattr(dist[key], "dist", None), (rv_continuous, rv_discrete)):
+            if key in structure or key in learning and not (
+                    key.rsplit("__", 1)[-1] in _NUMERIC_LEARNING_PARAMETERS
+                    and _draws_alike_to_the_enumeration(dist[key])):
                 raise ValueError(
                     f"param_distributions draws {key!r} from a distribution; the search must "
                     "know each possible value before its secret draws (the steps and their "
@@ -553,8 +593,8 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         dists = _check_distributions(self.param_distributions)
         slot = _find_dp_slot(self.estimator)
         _check_grid_keys(dists, slot)
-        _validate_distributions(self.estimator, dists, slot, self.accountant)
         _refuse_drawn_structure(self.estimator, dists, slot, self._scoring())
+        _validate_distributions(self.estimator, dists, slot, self.accountant)
         self._warn_unstated_bounds(slot)
         n_samples = _fit_n_samples(X, y, type(self).__name__)
         self._validation_size(n_samples)

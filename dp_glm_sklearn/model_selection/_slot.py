@@ -143,17 +143,16 @@ def leaky_steps(estimator):
     """
     from ._search import _BaseDPSearch  # (here: _search imports this module)
 
-    settings = [{}]
+    settings, search = [{}], None
     if isinstance(estimator, _BaseDPSearch):  # the estimator it fits, in every setting
         search, estimator = estimator, estimator.estimator
-        slot = _find_dp_slot(estimator)
-        if hasattr(search, "param_grid"):
-            settings += list(ParameterGrid(search.param_grid))
-        elif hasattr(search, "param_distributions"):  # (its public enumeration)
-            settings += search._possible_candidates(None, slot)
     if not hasattr(estimator, "get_params"):
         raise TypeError(f"leaky_steps takes an estimator; got a {type(estimator).__name__}.")
-    _find_dp_slot(estimator)
+    slot = _find_dp_slot(estimator)
+    if hasattr(search, "param_grid"):
+        settings += list(ParameterGrid(search.param_grid))
+    elif hasattr(search, "param_distributions"):  # (its public enumeration)
+        settings += search._possible_candidates(None, slot)
     return _leaky([step for params in settings
                    for step in _preprocessing(_with_params(estimator, params))])
 
