@@ -382,7 +382,8 @@ _PARAMS_BUDGET = """epsilon : float in (0, 1e300] or inf, default=1.0
         accuracy hardly moves with ``norm_bound`` (not at all where every
         candidate predicts the majority class of an imbalanced outcome), so
         it often cannot rank radii; the absolute error's smaller range made
-        it the sharper private score for regressors on the benchmark."""
+        it the sharper private score for regressors on
+        ``benchmarks/model_selection.py``."""
 
 _PARAMS_SPLIT = """validation_fraction : float in (0, 1), default={validation_fraction}
         Fraction of the samples (a seeded random permutation, independent of
