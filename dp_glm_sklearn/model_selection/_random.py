@@ -17,9 +17,7 @@ import numpy as np
 from joblib import effective_n_jobs
 from scipy.stats import rv_continuous, rv_discrete
 from sklearn.base import BaseEstimator, is_classifier
-from sklearn.compose import ColumnTransformer
 from sklearn.model_selection import ParameterGrid
-from sklearn.pipeline import FeatureUnion, Pipeline
 
 from .._base import target_privacy
 from .._doc import format_doc
@@ -52,6 +50,7 @@ from ._search import (
 )
 from ._slot import (
     _check_grid_keys,
+    _children,
     _find_dp_slot,
     _params_key,
     _refuse_fit_params,
@@ -225,17 +224,8 @@ def _step_keys(estimator, prefix=""):
     """The ``set_params`` keys of the steps of ``estimator``'s Pipelines,
     FeatureUnions and ColumnTransformers, at any depth (a step may be None
     or a string: "passthrough", "drop")."""
-    if isinstance(estimator, Pipeline):
-        parts = estimator.steps
-    elif isinstance(estimator, FeatureUnion):
-        parts = estimator.transformer_list
-    elif isinstance(estimator, ColumnTransformer):
-        parts = [(name, part) for name, part, _ in estimator.transformers]
-        parts.append(("remainder", estimator.remainder))
-    else:
-        return set()
     keys = set()
-    for name, part in parts:
+    for name, part in _children(estimator) or ():
         keys.add(prefix + name)
         keys |= _step_keys(part, f"{prefix}{name}__")
     return keys

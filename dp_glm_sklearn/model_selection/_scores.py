@@ -143,12 +143,17 @@ def _planned_loss_bound(probe, n_features, classes):
         return _glm_loss_bound(stand_in)
 
 
+def _class_codes(classes, y):
+    """``(known, codes)``: which labels are among the sorted ``classes``, and
+    each label's index there (0 for an unknown one, whose loss is its bound)."""
+    known = np.isin(y, classes)
+    return known, np.searchsorted(classes, np.where(known, y, classes[0]))
+
+
 def _glm_losses(owner, X, y):
     """Per-example training loss of a fitted DP GLM on (transformed) rows."""
     if is_classifier(owner):
-        classes = owner.classes_
-        known = np.isin(y, classes)
-        codes = np.searchsorted(classes, np.where(known, y, classes[0]))
+        known, codes = _class_codes(owner.classes_, y)
         # In float64 whatever the model's dtype: a float32 model's log
         # probabilities are coarser (the loss is clipped to its bound anyway).
         scores = np.asarray(owner.decision_function(X), dtype=np.float64)
@@ -168,8 +173,7 @@ def _brier_losses(estimator, classes, X, y):
     ``brier_score_loss``; ``sum_k (p_k - [y = k])**2`` for more, in ``[0, 2]``.
     ``classes``: the DP estimator's ``classes_``, the columns of the
     probabilities.  A label outside them gets the bound (its clip)."""
-    known = np.isin(y, classes)
-    codes = np.searchsorted(classes, np.where(known, y, classes[0]))
+    known, codes = _class_codes(classes, y)
     proba = np.asarray(estimator.predict_proba(X), dtype=np.float64)
     if len(classes) == 2:
         losses = (proba[:, 1] - codes) ** 2

@@ -168,22 +168,38 @@ def _learning_parts(path, step):
     the parts of its containers that do, each as ``'path' (class)``, or
     ``step`` itself (a ColumnTransformer choosing sparse or dense output, or
     columns by a function of X)."""
-    if isinstance(step, (Pipeline, FeatureUnion, ColumnTransformer)):
-        parts = (step.steps if isinstance(step, Pipeline) else step.transformer_list
-                 if isinstance(step, FeatureUnion) else
-                 [(name, part) for name, part, _ in step.transformers]
-                 + [("remainder", step.remainder)])
+    parts = _children(step)
+    if parts is not None:
         found = [where for name, part in parts if _learns(part)
                  for where in _learning_parts(f"{path}__{name}", part)]
         if isinstance(step, ColumnTransformer):
             found += [f"'{path}__{name}' (columns chosen by a function of X)"
-                      for name, _, columns in step.transformers
-                      if callable(columns) and not isinstance(columns, make_column_selector)]
+                      for name, _, columns in step.transformers if _by_function(columns)]
             if step.sparse_threshold > 0:
                 found.append(f"{path!r} (ColumnTransformer, sparse_threshold="
                              f"{step.sparse_threshold})")
         return found or [f"{path!r} ({type(step).__name__})"]
     return [f"{path!r} ({type(step).__name__})"]
+
+
+def _children(step):
+    """``[(name, part), ...]`` of a Pipeline's steps, a FeatureUnion's parts or
+    a ColumnTransformer's (its remainder last, named "remainder"), the names
+    their ``set_params`` keys take; None for any other step."""
+    if isinstance(step, Pipeline):
+        return list(step.steps)
+    if isinstance(step, FeatureUnion):
+        return list(step.transformer_list)
+    if isinstance(step, ColumnTransformer):
+        return [(name, part) for name, part, _ in step.transformers] + [
+            ("remainder", step.remainder)]
+    return None
+
+
+def _by_function(columns):
+    """Whether a ColumnTransformer's ``columns`` are chosen by a function of X
+    (other than ``make_column_selector``, which reads names and dtypes only)."""
+    return callable(columns) and not isinstance(columns, make_column_selector)
 
 
 def _parts(step):
@@ -222,14 +238,11 @@ def _learns(step):
     """
     if step is None or isinstance(step, str):  # "passthrough", "drop"
         return False
-    if isinstance(step, Pipeline):
-        return any(_learns(part) for _, part in step.steps)
-    if isinstance(step, FeatureUnion):
-        return any(_learns(part) for _, part in step.transformer_list)
-    if isinstance(step, ColumnTransformer):
-        return step.sparse_threshold > 0 or _learns(step.remainder) or any(
-            _learns(part) or (callable(columns) and not isinstance(columns, make_column_selector))
-            for _, part, columns in step.transformers)
+    parts = _children(step)
+    if parts is not None:
+        return any(_learns(part) for _, part in parts) or isinstance(
+            step, ColumnTransformer) and (step.sparse_threshold > 0 or any(
+                _by_function(columns) for _, _, columns in step.transformers))
     if type(step) in (OneHotEncoder, OrdinalEncoder):  # (a subclass may learn more)
         return (isinstance(step.categories, str) or step.min_frequency is not None
                 or step.max_categories is not None)
