@@ -263,3 +263,65 @@ def test_random_search_cost_ratio_figures():
               for eps in (5.0, 0.5)}
     assert_quoted(ratios[5.0], low, "ratio at epsilon 5")
     assert_quoted(ratios[0.5], high, "ratio at epsilon 0.5")
+
+
+def _results_rows(path, first_columns):
+    """Rows of a saved benchmark table whose first cells are ``first_columns``."""
+    rows = {}
+    for line in read(path).splitlines():
+        if line.startswith("|"):
+            cells = [c.strip() for c in line.strip("|").split("|")]
+        else:
+            cells = line.split()
+        if len(cells) > first_columns:  # the first table's row, if two have the key
+            rows.setdefault(tuple(cells[:first_columns]), cells[first_columns:])
+    return rows
+
+
+def _markdown_rows(path, header_start):
+    """The body rows of the markdown table of ``path`` whose header starts so."""
+    lines = read(path).splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header_start))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([c.strip() for c in line.strip("|").split("|")])
+    return rows
+
+
+@pytest.mark.parametrize("document", ["README.md", "benchmarks/README.md"])
+def test_model_selection_table_matches_the_saved_results(document):
+    """The epsilon-3 table of the documents is benchmarks/results/model_selection.txt's
+    (a rerun of the benchmark must update both)."""
+    saved = _results_rows("benchmarks/results/model_selection.txt", 3)
+    rows = _markdown_rows(document, "| data set | defaults | search | hindsight | ceiling | gap")
+    names = {"diabetes R^2": "diabetes", "breast_cancer accuracy": "breast_cancer",
+             "synthetic R^2": "synthetic", "diabetes R^2, `DPHuberRegressor`": "diabetes/huber"}
+    seen = set()
+    for label, defaults, search, hindsight, ceiling, gap in rows:
+        name = next(n for prefix, n in names.items()
+                    if label.startswith(prefix) and ("Huber" in label) == ("huber" in n))
+        metric = "accuracy" if name == "breast_cancer" else "R^2"
+        cells = saved[(name, metric, "3")]
+        # saved: defaults hindsight ceiling auto search gap ...
+        assert [defaults, hindsight, ceiling, search, gap] == [
+            cells[0], cells[1], cells[2], cells[4], cells[5]], (document, label)
+        seen.add(name)
+    assert seen == set(names.values())
+
+
+def test_readme_utility_table_matches_the_saved_results():
+    """README's privacy-utility medians are benchmarks/results/utility.txt's."""
+    saved = _results_rows("benchmarks/results/utility.txt", 3)
+    rows = _markdown_rows("README.md", "| epsilon | diabetes R^2 (DPLinearRegression)")
+    checked = 0
+    for epsilon, linear, huber, cancer, _ in rows:
+        if not epsilon[0].isdigit():
+            continue  # the non-private row
+        for name, metric, value in [("diabetes", "R^2", linear),
+                                    ("diabetes/huber", "R^2", huber),
+                                    ("breast_cancer", "accuracy", cancer)]:
+            assert saved[(name, metric, epsilon)][0].split()[0] == value, (name, epsilon)
+            checked += 1
+    assert checked == 15

@@ -31,7 +31,7 @@ _PARAMS_HEAD = """epsilon : float in (0, 1e300] or inf, default=1.0
         and at most the delta of the accountant charged (where a fit at
         epsilon then costs exactly epsilon).
 
-    feature_norm : float > 0 or None, default=None
+    feature_norm : float in [1e-100, 1e100] or None, default=None
         Public bound X on the Euclidean norm of a row of X. Rows with a
         larger norm are scaled down to it before training (clipping);
         ``predict`` and the other methods use rows as given. ``None`` (not
@@ -40,7 +40,7 @@ _PARAMS_HEAD = """epsilon : float in (0, 1e300] or inf, default=1.0
         is private in itself. Never estimate it from the data you protect: a
         bound read from the data leaks it."""
 
-_PARAMS_BODY = """norm_bound : float > 0 or "auto", default={norm_bound}
+_PARAMS_BODY = """norm_bound : float in [1e-100, 1e100] or "auto", default={norm_bound}
         Public radius B of the constraint ball ``||w|| <= B`` on the
         coefficients (an intercept b counts as ``b / c``: it is the coefficient
         of a constant feature ``c = feature_norm / 2`` appended to each row). The
@@ -71,9 +71,10 @@ _PARAMS_BODY = """norm_bound : float > 0 or "auto", default={norm_bound}
         pass ``max_iter=100`` for a smaller optimization error, see
         :func:`~dp_glm_sklearn.mechanisms.noisy_gd.default_max_iter`).
         Privacy holds for any T: the noise per step
-        grows like ``sqrt(T)`` to keep the same (epsilon, delta). At most
-        100 steps of size 1/smoothness leave an optimization error even when
-        the noise is negligible (a large epsilon, a large ``norm_bound``);
+        grows like ``sqrt(T)`` to keep the same (epsilon, delta). The
+        default (at most 100 steps of size 1/smoothness) can leave an
+        optimization error even when the noise is negligible (a large
+        epsilon, a large ``norm_bound``);
         ``epsilon=np.inf`` solves the constrained problem exactly.
         ``"output_perturbation"`` ignores it, with a warning (its solver runs
         to a certified accuracy).
@@ -102,7 +103,9 @@ _PARAMS_BODY = """norm_bound : float > 0 or "auto", default={norm_bound}
         - ``"output_perturbation"``: the L2-regularized constrained risk
           minimizer, solved to a certified accuracy, plus Gaussian noise
           (Algorithm 3); dimension-free; never chosen by ``"auto"``, worth
-          trying for a Lipschitz loss with epsilon well below rank / n.
+          trying for the logistic loss at large n, where the default step
+          count is capped (it won at n = 1e5, epsilon 2, on one of the
+          benchmark's designs; see :mod:`dp_glm_sklearn.mechanisms.auto`).
 
     projection_dim : int >= 1, default=None
         Dimension k of the random projection of ``method="jl"``. At
@@ -316,7 +319,8 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
 @_fill(**_params(
     norm_bound="10.0",
     norm_bound_note=("Scale it with the label range: with ``\"noisy_gd\"``, "
-                     "``|prediction| <= B * X_aug``."),
+                     "``|prediction - m| <= B * X_aug``, m the midpoint of ``y_bound`` "
+                     "(0 without an intercept, where ``X_aug`` is ``feature_norm``)."),
 ), attributes=_SHARED_ATTRIBUTES, notes=_REGRESSION_NOTES)
 class DPLinearRegression(_DPRegressorBase):
     """Differentially private least squares regression.
@@ -330,7 +334,8 @@ class DPLinearRegression(_DPRegressorBase):
 
     y_bound : float > 0, (low, high) or None, default=None
         Public range of the labels: a float Y means [-Y, Y]. Labels outside
-        are clipped to it. Take it from domain knowledge, never from the data.
+        are clipped to it. Its half-width must lie in [1e-100, 1e100]. Take
+        it from domain knowledge, never from the data.
         ``None`` (not stated) is [-1, 1], with a warning. With an intercept,
         labels are centred on the range's midpoint, so the intercept (which
         counts in the norm ball) is about the distance of the labels' mean
@@ -402,7 +407,8 @@ class DPLinearRegression(_DPRegressorBase):
 @_fill(**_params(
     norm_bound="10.0",
     norm_bound_note=("Scale it with the label range: with ``\"noisy_gd\"``, "
-                     "``|prediction| <= B * X_aug``."),
+                     "``|prediction - m| <= B * X_aug``, m the midpoint of ``y_bound`` "
+                     "(0 without an intercept, where ``X_aug`` is ``feature_norm``)."),
 ), attributes=_SHARED_ATTRIBUTES, notes=_REGRESSION_NOTES)
 class DPHuberRegressor(_DPRegressorBase):
     """Differentially private Huber regression.
@@ -421,11 +427,12 @@ class DPHuberRegressor(_DPRegressorBase):
 
     y_bound : float > 0, (low, high) or None, default=None
         Public range of the labels: a float Y means [-Y, Y]. Labels outside
-        are clipped to it. ``None`` (not stated) is [-1, 1], with a warning.
+        are clipped to it. Its half-width must lie in [1e-100, 1e100].
+        ``None`` (not stated) is [-1, 1], with a warning.
         With an intercept, labels are centred on the range's midpoint (see
         DPLinearRegression).
 
-    threshold : float > 0, default=None
+    threshold : float in [1e-100, 1e100], default=None
         Residual size M where the loss turns from quadratic to linear, in the
         units of y. ``None`` means a quarter of the public label range,
         ``(high - low) / 4`` (``Y / 2`` for ``y_bound=Y``): residuals larger
@@ -523,7 +530,7 @@ class DPLogisticRegression(ClassifierMixin, _BaseDPGLM):
     {params_body}
 
     classes : array-like, default=None
-        The public set of class labels. ``None`` reads them from ``y``, which
+        The public set of class labels, at least two. ``None`` reads them from ``y``, which
         reveals which labels occur in the data (a :class:`PrivacyLeakWarning`
         says so); declare them to avoid that leak.
 

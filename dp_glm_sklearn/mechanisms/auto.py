@@ -810,8 +810,8 @@ def choose_method(problem, epsilon, delta, *, projection_dim=None):
       rank-5 points within 1.25x of the best); output perturbation was more
       than 2x better than both gradient methods at 1 of the 144 points
       (rank 50, n = 1e5, logistic with its 50 steps: 2.3x).  Choose it
-      explicitly (``method="output_perturbation"``) for a Lipschitz loss
-      with epsilon well below rank / n.
+      explicitly (``method="output_perturbation"``) to try it for the
+      logistic loss at large n, where the default step count is capped.
     * The optimization error of the default number of steps (capped at large
       n): the theorems take the T that balances it with the noise, which the
       momentum steps approach on these data (:func:`risk_bounds` has the

@@ -1,4 +1,4 @@
-"""Private model selection (SPEC sections 5 and 6).
+"""Private model selection: a private replacement for scikit-learn's searches.
 
 - :class:`DPGridSearchCV`: every candidate of a grid trained on one part of
   the data, one chosen privately on the other (the paper's Algorithm 4 for

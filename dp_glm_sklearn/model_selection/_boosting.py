@@ -133,9 +133,9 @@ class DPConfidenceBoosting(_BaseDPSearch):
         regressors.
 
     n_jobs : int, default=None
-        Models trained in parallel by joblib (``-1``: all cores; 0 and more
-        than 1024 workers are refused). They run pre-paid, so worker
-        processes never charge an accountant.
+        Models trained in parallel by joblib (``-1``: all cores, ``-2`` all
+        but one, as in joblib; 0 and more than 1024 workers are refused).
+        They run pre-paid, so worker processes never charge an accountant.
 
     random_state : int, RandomState instance, Generator or None, default=None
         Seeds the split, the models' noise and the selection. ``None``

@@ -433,7 +433,7 @@ class DPRandomizedSearchCV(_BaseDPSearch):
     from numpy's global generator without a ``random_state`` parameter, or
     counting its fits in an object shared by its copies, counts the
     candidates (steps with a ``random_state`` are seeded; callbacks and
-    ``Pipeline`` caching are refused: docs/randomness.md).
+    ``Pipeline`` caching are refused: user guide, section 5).
 
     Examples
     --------

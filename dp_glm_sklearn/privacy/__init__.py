@@ -2,7 +2,7 @@
 number of the library comes from this package.
 
 - :mod:`~dp_glm_sklearn.privacy.calibration`: exact Gaussian calibration
-  (SPEC section 2), and dividing and composing Gaussian-DP budgets;
+  (the analytic Gaussian mechanism and Gaussian DP), and dividing and composing Gaussian-DP budgets;
 - :mod:`~dp_glm_sklearn.privacy.selection`: private selection (exponential
   mechanism, GEM, Gaussian report-noisy-max) and random stopping;
 - :mod:`~dp_glm_sklearn.privacy.noise`: the one place where the randomness
