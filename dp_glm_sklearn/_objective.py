@@ -173,12 +173,45 @@ def canonical_rows(X):
     Duplicates add up in every product but not in row norms taken from
     ``X.data``: a row stored as k copies of v would be clipped as if its norm
     were ``sqrt(k) |v|`` instead of ``k |v|``, and its gradient would exceed G.
-    Dense X and canonical sparse X are returned as they are.
+    Dense X and canonical sparse X are returned as they are. Whether X is
+    canonical is checked here, not read from scipy's ``has_canonical_format``:
+    scipy caches that flag, and a caller who changed ``X.indices`` in place
+    after it was cached (by an earlier fit, or by reading it) kept it True
+    over duplicates, which then passed unclipped.
     """
-    if sp.issparse(X) and not X.has_canonical_format:
-        X = X.copy()
+    if sp.issparse(X) and not _sorted_without_duplicates(X):
+        X = X.tocsr(copy=True)
+        # The copy keeps the cached flags: clear them, or scipy skips the work.
+        X.has_sorted_indices = False
+        X.has_canonical_format = False
         X.sum_duplicates()
     return X
+
+
+#: Stored entries a canonical-format check reads at once.
+_CANONICAL_BLOCK = 2**20
+
+
+def _sorted_without_duplicates(X):
+    """Whether a CSR matrix's column indices increase strictly within each
+    row (scipy's canonical format), checked from its arrays (a few MB at a
+    time).  Other sparse formats are not taken as canonical."""
+    if X.format != "csr":
+        return False
+    indices, indptr = X.indices, np.asarray(X.indptr, dtype=np.int64)
+    nnz = indptr[-1]
+    if indptr[0] != 0 or np.any(np.diff(indptr) < 0) or nnz > len(indices):
+        return False
+    # A row starts at each indptr value; its first entry need not exceed the
+    # previous row's last.
+    starts = np.zeros(max(int(nnz), 1), dtype=bool)
+    starts[indptr[:-1][indptr[:-1] < nnz]] = True
+    for lo in range(1, int(nnz), _CANONICAL_BLOCK):
+        hi = min(int(nnz), lo + _CANONICAL_BLOCK)
+        rising = indices[lo:hi] > indices[lo - 1:hi - 1]
+        if not np.all(rising | starts[lo:hi]):
+            return False
+    return True
 
 
 # Rows whose largest |entry| exceeds max(feature_norm, 1) * 2**_TAME_EXPONENT

@@ -562,6 +562,28 @@ def test_sparse_duplicate_entries_are_summed_before_clipping(name):
     np.testing.assert_array_equal(a, b)
 
 
+def test_duplicates_under_a_stale_scipy_flag_are_summed():
+    """scipy caches ``has_canonical_format``: a caller who changed ``X.indices``
+    in place after it was cached kept it True over duplicate entries, which
+    were then clipped by the norm of their stored entries (sqrt(k) |v| for k
+    copies of v) and summed in the products: the per-example gradient
+    exceeded G (10 G here). The format is checked from X's arrays."""
+    k, d = 100, 3
+    X = sp.csr_matrix((np.r_[np.full(k, 1.0), [0.5, -0.2]],
+                       np.r_[np.arange(k) % d, [1, 2]], np.array([0, k, k + 1, k + 2])),
+                      shape=(3, d))
+    X.indices[:k] = 0  # the first row: k copies of 1 in column 0 (norm k)
+    X.has_canonical_format = True  # as cached before such a change in place
+    problem = PublicProblem(loss=LOSSES["logistic"], n_samples=3, n_features=d,
+                            feature_norm=1.0, intercept_feature=0.0, y_bound=1.0,
+                            norm_bound=10.0)
+    theta = np.zeros((d, 1))
+    theta[:, 0] = -10.0
+    g = GLMObjective(problem, X, np.array([1.0, 1.0, -1.0])).block_grad(slice(0, 1), theta)
+    assert np.linalg.norm(g) <= problem.lipschitz * (1 + 1e-12)
+    assert np.linalg.norm(g) == pytest.approx(problem.lipschitz, rel=1e-3)
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
 def test_a_child_forked_during_a_pass_can_fit():
     # The pass lock was process-wide and survived a fork: a child forked
