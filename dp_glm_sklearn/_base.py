@@ -53,7 +53,12 @@ from .mechanisms import (
     train,
 )
 from .mechanisms.noisy_gd import default_steps
-from .privacy.accountant import PrivacyAccountant, _check_release, _DefaultAccountantMixin
+from .privacy.accountant import (
+    PrivacyAccountant,
+    _check_release,
+    _DefaultAccountantMixin,
+    _replays_seeds,
+)
 from .privacy.calibration import gdp_mu
 from .privacy.events import GaussianEvent, compose
 
@@ -104,6 +109,18 @@ def _too_large(epsilon):
         return True
 
 
+def _fits_replay_seeds(accountant):
+    """Whether a fixed integer ``random_state`` gives the same fit every time:
+    only when the fit is charged to the built-in default accountant (``accountant()``
+    resolves it); a ledger of the user's draws a new noise stream per release
+    (docs/randomness.md).  For the ``non_deterministic`` estimator tag, which
+    must not raise: an accountant that cannot be resolved counts as not replaying."""
+    try:
+        return _replays_seeds(accountant())
+    except Exception:
+        return False
+
+
 def checked_privacy(name, epsilon, delta, n_samples, budget_delta):
     """``(epsilon, delta)`` of a release by ``name`` on n samples, checked.
 
@@ -113,7 +130,7 @@ def checked_privacy(name, epsilon, delta, n_samples, budget_delta):
     here, before anything is charged, also under skip_parameter_validation.
     """
     if isinstance(epsilon, Real) and _too_large(epsilon):
-        raise ValueError(
+        raise InvalidParameterError(
             f"The 'epsilon' parameter of {name} must be at most "
             f"{MAX_FINITE_EPSILON:g}, or inf for no noise; got {epsilon!r}.")
     if not (isinstance(epsilon, Real) and not isinstance(epsilon, bool) and epsilon > 0):
@@ -481,5 +498,5 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
-        tags.non_deterministic = False  # deterministic given random_state
+        tags.non_deterministic = not _fits_replay_seeds(self._accountant)
         return tags

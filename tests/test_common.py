@@ -98,3 +98,52 @@ def test_every_dp_estimator_declares_it_may_score_poorly():
     for est in (dp_glm_sklearn.DPLinearRegression(), dp_glm_sklearn.DPHuberRegressor()):
         assert get_tags(est).regressor_tags.poor_score
     assert get_tags(dp_glm_sklearn.DPLogisticRegression()).classifier_tags.poor_score
+
+
+def _with_own_accountant():
+    own = dict(accountant=dp_glm_sklearn.PrivacyAccountant(epsilon=float("inf"), delta=0.5))
+    yield dp_glm_sklearn.DPLinearRegression(**own)
+    yield dp_glm_sklearn.DPLogisticRegression(**own)
+    yield dp_glm_sklearn.DPGridSearchCV(**INIT_PARAMS["DPGridSearchCV"](), **own)
+
+
+#: The checks that fit twice with one integer seed and compare the models.
+SAME_SEED_REFIT_CHECKS = {"check_fit_idempotent", "check_supervised_y_2d",
+                          "check_regressor_data_not_an_array", "check_regressors_int",
+                          "check_classifier_data_not_an_array"}
+
+
+@pytest.mark.parametrize("estimator", list(_with_own_accountant()), ids=lambda e: type(e).__name__)
+def test_estimator_checks_with_an_accountant_of_ones_own(estimator):
+    """On a ledger of the user's an integer seed draws a new noise stream per
+    fit (two releases sharing noise would cancel it: docs/randomness.md), so
+    the estimators are tagged non-deterministic there (the tag said
+    deterministic), and the only checks that fail are those that refit with
+    one seed and expect the same model; scikit-learn runs them whatever the tag."""
+    from sklearn.utils import get_tags
+    from sklearn.utils.estimator_checks import check_estimator
+
+    assert get_tags(estimator).non_deterministic
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(estimator, on_fail=None)
+    failed = {r["check_name"]: r["exception"] for r in results if r["status"] == "failed"}
+    assert set(failed) <= SAME_SEED_REFIT_CHECKS
+    assert "check_fit_idempotent" in failed  # the new stream, seen
+    for exception in failed.values():
+        assert isinstance(exception, AssertionError) and "Not equal" in str(exception)
+
+
+@pytest.mark.parametrize("Est", [dp_glm_sklearn.DPHuberRegressor,
+                                 dp_glm_sklearn.DPConfidenceBoosting])
+def test_the_determinism_tag_follows_the_accountant(Est):
+    from sklearn.utils import get_tags
+
+    make = (lambda **kw: Est(dp_glm_sklearn.DPHuberRegressor(), **kw)) if Est is \
+        dp_glm_sklearn.DPConfidenceBoosting else Est
+    assert not get_tags(make()).non_deterministic  # the built-in default replays a seed
+    own = dp_glm_sklearn.PrivacyAccountant(epsilon=1.0)
+    assert get_tags(make(accountant=own)).non_deterministic
+    with dp_glm_sklearn.default_accountant(own):
+        assert get_tags(make()).non_deterministic
+    assert not get_tags(make(accountant=dp_glm_sklearn.get_default_accountant())).non_deterministic

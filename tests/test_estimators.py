@@ -1244,6 +1244,13 @@ def test_largest_finite_epsilon_trains():
     X, y = _regression(n=60, d=3)
     reg = DPLinearRegression(epsilon=1e300, random_state=0).fit(X, y)
     assert np.isfinite(reg.coef_).all() and reg.privacy_spent_[0] <= 1e300
+    # Above it, scikit-learn's InvalidParameterError (a ValueError) naming the
+    # parameter and its range, as for every other invalid parameter; nothing charged.
+    acc = PrivacyAccountant(epsilon=np.inf, delta=0.5)
+    for too_large in (1e301, 10**400):
+        with pytest.raises(InvalidParameterError, match=r"'epsilon' parameter .* at most 1e\+300"):
+            DPLinearRegression(epsilon=too_large, accountant=acc).fit(X, y)
+    assert acc.spent()[0] == 0.0
 
 
 @pytest.mark.parametrize("method", ["auto", "jl", "noisy_gd"])

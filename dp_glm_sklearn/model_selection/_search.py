@@ -86,7 +86,7 @@ from sklearn.utils.validation import (
     indexable,
 )
 
-from .._base import target_privacy, warn_large_delta
+from .._base import _fits_replay_seeds, target_privacy, warn_large_delta
 from .._doc import format_doc
 from .._randomness import (
     _clones_draw_nothing,
@@ -1133,6 +1133,8 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         tags.classifier_tags = sub.classifier_tags
         tags.regressor_tags = sub.regressor_tags
         tags.input_tags.sparse = sub.input_tags.sparse
+        tags.non_deterministic = not _fits_replay_seeds(
+            lambda: self._accountant(_find_dp_slot(self.estimator)))
         return tags
 
 

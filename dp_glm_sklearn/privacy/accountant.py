@@ -842,6 +842,14 @@ def _default_locked():
     return _builtin_default
 
 
+def _replays_seeds(accountant):
+    """Whether ``accountant`` is the process's built-in default, on which an
+    integer ``random_state`` draws its own stream at every fit (one seed, one
+    model: scikit-learn's meaning); any other ledger draws a new stream per
+    release (``PrivacyAccountant._seed_stream``)."""
+    return accountant is not None and accountant is _builtin_default
+
+
 def _user_default_accountant():
     """The default accountant if a user installed it, else None."""
     with _DEFAULT_LOCK:
