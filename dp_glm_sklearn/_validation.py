@@ -12,6 +12,7 @@ and decides nothing but whether the fit goes on.
 import datetime
 import re
 import types
+from numbers import Number
 
 import numpy as np
 import scipy.sparse as sp
@@ -524,15 +525,22 @@ def _fit_n_samples(X, y, name):
 def _n_samples(X, name, what="X"):
     """The number of rows of X (or y); a scalar is refused without quoting it.
 
-    (scikit-learn's message names the scalar, which would be the data.)
+    (scikit-learn's message names the scalar, which would be the data.)  A
+    ValueError, as scikit-learn's check_array raises for a scalar or None.
     """
-    try:
-        return num_samples(X)
-    except TypeError as exc:
-        if "got scalar" not in str(exc):
-            raise
-    raise TypeError(f"{name}: {what} is a scalar (not shown: it is a value of the data); "
-                    f"expected {'a 2-D X' if what == 'X' else 'a 1-D y'}.")
+    expected = "a 2-D X" if what == "X" else "a 1-D y"
+    if X is None:
+        raise ValueError(f"{name}: {what} is None; expected {expected}.")
+    scalar = isinstance(X, (Number, np.generic, str, bytes)) or (
+        isinstance(X, np.ndarray) and X.ndim == 0)
+    if not scalar:
+        try:
+            return num_samples(X)
+        except TypeError as exc:
+            if "got scalar" not in str(exc):
+                raise
+    raise ValueError(f"{name}: {what} is a scalar (not shown: it is a value of the data); "
+                     f"expected {expected}.")
 
 
 def _duplicates_summed(X):

@@ -3162,9 +3162,14 @@ def test_a_scalar_x_or_y_is_refused_unquoted(reg_data, wrapper, which):
     else:
         y = np.float64(31415.9265)
     acc = PrivacyAccountant(epsilon=5.0, delta=DELTA)
-    with pytest.raises((TypeError, ValueError)) as info:
+    with pytest.raises(ValueError) as info:  # as scikit-learn's check_array
         _WRAPPERS[wrapper](_reg(), acc).fit(X, y)
     assert "31415" not in str(info.value) and acc.history == []
+    for missing in ("X", "y"):  # None: a ValueError too (a TypeError for X before)
+        with pytest.raises(ValueError, match=f"{missing} is None|target y is None"):
+            _WRAPPERS[wrapper](_reg(), acc).fit(*[None if w == missing else v
+                                                 for w, v in zip("Xy", reg_data, strict=True)])
+    assert acc.history == []
 
 
 def test_a_lookup_failing_in_preprocessing_is_refused_unquoted():
