@@ -2017,3 +2017,39 @@ def test_an_integer_epsilon_beyond_floats_is_refused_by_name(reg_data):
     X, y = reg_data
     with pytest.raises(ValueError, match="'epsilon' parameter of DPLinearRegression must be at"):
         DPLinearRegression(epsilon=10**400, feature_norm=3.0, y_bound=3.0).fit(X, y)
+
+
+@pytest.mark.parametrize("Est", [DPLinearRegression, DPHuberRegressor])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_a_norm_bound_far_too_small_for_the_labels_warns(Est, fit_intercept):
+    """The default norm_bound=10 on labels in dollars: a prediction can move
+    B * X_aug = 11 from the centre of y_bound, so the model predicted a
+    near-constant (R^2 -288 where scikit-learn had 0.52), even at epsilon=inf,
+    silently. All public: a warning naming the remedy."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(0, 0.5, size=(300, 4))
+    y = np.clip(2000 + 6000 * X[:, 0] + rng.lognormal(6, 1, 300), 0, 50000)
+    bounds = dict(feature_norm=1.0, y_bound=(0, 50000), fit_intercept=fit_intercept)
+    with pytest.warns(UserWarning, match="norm_bound=10.0 lets a prediction move at most") as rec:
+        Est(epsilon=np.inf, accountant=PrivacyAccountant(epsilon=np.inf), **bounds).fit(X, y)
+    reach, centre, half = (1.118, 25000, 25000) if fit_intercept else (1.0, 0, 50000)
+    message = next(str(w.message) for w in rec if "lets a prediction" in str(w.message))
+    assert f"= {10 * reach:.3g} from {centre}" in message and f"half-range {half}" in message
+    assert f"half-range / X_aug = {half / reach:.3g}" in message and "'auto'" in message
+    # Stated large enough, or chosen by the library: no warning.
+    for norm_bound in (half / reach, "auto"):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            Est(epsilon=3.0, norm_bound=norm_bound, random_state=0, **bounds).fit(X, y)
+
+
+def test_the_reach_warning_leaves_well_scaled_bounds_alone():
+    # The README's diabetes bounds (B X_aug = 39 at the default B = 10, a
+    # quarter of the half-range 160.5): within a tenth, no warning.
+    X, y = _regression(n=60, d=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        DPLinearRegression(feature_norm=3.5, y_bound=(25, 346), random_state=0).fit(X, y)
+        with pytest.warns(UserWarning, match="lets a prediction move"):
+            DPLinearRegression(feature_norm=3.5, y_bound=(25, 346), norm_bound=3.0,
+                               random_state=0).fit(X, y)

@@ -251,8 +251,9 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
         raise NotImplementedError
 
     def _bound_warnings(self):
-        """Warnings that a public bound was not stated: parameters only."""
-        warnings = super()._bound_warnings()
+        """Warnings that a public bound was not stated, or that ``norm_bound``
+        is far too small for the label range: parameters only."""
+        warnings = super()._bound_warnings() + self._reach_warning()
         if self.y_bound is not None:
             return warnings
         return [*warnings, (
@@ -260,6 +261,33 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
             "to [-1, 1]. State the public range of the labels, e.g. y_bound=(low, high) "
             "from the data's documentation (never from the data itself); labels outside "
             "it are clipped. y_bound=1.0 keeps [-1, 1] without this warning.")]
+
+    #: ``norm_bound`` warns when the predictions' reach is below this share of
+    #: the labels' half-range.
+    _SMALL_REACH = 0.1
+
+    def _reach_warning(self):
+        """A numeric ``norm_bound`` B lets a prediction move at most ``B * X_aug``
+        from the centre of ``y_bound`` (0 without an intercept): far below the
+        labels' half-range Y, the model can hardly fit them (a default B = 10
+        on labels in dollars predicted a near-constant, even at epsilon=inf)."""
+        if not isinstance(self.norm_bound, Real) or isinstance(self.norm_bound, bool):
+            return []
+        try:
+            _, half_range, centre = self._public_loss()
+            reach = float(self.norm_bound) * float(np.hypot(
+                self._feature_norm(), self._intercept_feature(1) if self.fit_intercept else 0.0))
+        except (ValueError, TypeError, OverflowError):
+            return []  # malformed bounds: refused with their own errors
+        if not (math.isfinite(reach) and reach < self._SMALL_REACH * half_range):
+            return []
+        return [f"{type(self).__name__}: norm_bound={self.norm_bound!r} lets a prediction move "
+                f"at most norm_bound * X_aug = {reach:.3g} from {centre:.6g} (the centre of "
+                f"y_bound; X_aug is feature_norm with the intercept feature), under a tenth of "
+                f"the labels' half-range {half_range:.6g}: the model can hardly fit them, "
+                f"whatever epsilon. Raise norm_bound towards half-range / X_aug = "
+                f"{half_range * float(self.norm_bound) / reach:.3g} (a row at feature_norm "
+                "can then reach the ends of y_bound), or use norm_bound='auto'."]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
