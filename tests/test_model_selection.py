@@ -32,7 +32,15 @@ from dp_glm_sklearn import (
     default_accountant,
 )
 from dp_glm_sklearn._sklearn_compat import InvalidParameterError
-from dp_glm_sklearn.model_selection import _auto, _boosting, _random, _scores, _search, _slot
+from dp_glm_sklearn.model_selection import (
+    _auto,
+    _boosting,
+    _random,
+    _scores,
+    _search,
+    _slot,
+    leaky_steps,
+)
 from dp_glm_sklearn.privacy import (
     GaussianEvent,
     RandomStoppingEvent,
@@ -4564,3 +4572,70 @@ def test_classifier_search_score_refuses_bad_test_labels(clf_data):
             search.score(X[:3], [0.5, 0.25, 0.1])
     with pytest.raises(ValueError, match="not in classes_"):
         search.score(X[:3], np.array([7, 7, 7]))
+
+
+class _PublicClip(TransformerMixin, BaseEstimator):
+    """A stateless step of a user's: fit sets nothing (no fitted attribute)."""
+
+    def __init__(self, low=-1.0, high=1.0):
+        self.low, self.high = low, high
+
+    def fit(self, X, y=None):
+        return self
+
+    def transform(self, X):
+        return np.clip(X, self.low, self.high)
+
+
+class _TaggedPublicClip(_PublicClip):
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.requires_fit = False
+        return tags
+
+
+@pytest.mark.parametrize("wrapper", ["grid", "random", "boosting", "loss"])
+def test_a_stateless_step_of_ones_own_is_accepted(reg_data, wrapper):
+    """A step whose fit sets no attribute passed Pipeline.fit and GridSearchCV
+    but not the searches: their probes called Pipeline.transform on the steps
+    before the DP estimator, which refuses a Pipeline whose last step has no
+    fitted attribute (scikit-learn 1.6+): the search was refused as if the
+    step had failed on the data."""
+    acc = PrivacyAccountant(epsilon=20.0, delta=DELTA)
+    pipe = Pipeline([("clip", _PublicClip(-2.0, 2.0)), ("dp", _reg())])
+    if wrapper == "loss":  # the validation loss runs the fitted steps itself
+        search = DPGridSearchCV(pipe, {"dp__norm_bound": [1.0, 3.0]}, scoring="loss",
+                                epsilon=1.0, delta=DELTA, accountant=acc, random_state=0)
+    else:
+        grid = {"grid": "param_grid", "random": "param_distributions"}.get(wrapper)
+        search = _WRAPPERS[wrapper](_reg(), acc).set_params(
+            estimator=pipe, random_state=0, **({grid: {"dp__norm_bound": [1.0, 3.0]}}
+                                               if grid else {}))
+    with pytest.warns(PrivacyLeakWarning, match="requires_fit=False"):
+        search.fit(*reg_data)
+    assert np.isfinite(search.predict(reg_data[0][:5])).all() and len(acc.history) == 1
+
+
+def test_a_nested_pipeline_ending_in_a_stateless_step_is_refused_before_the_charge(reg_data):
+    # Its own transform (in predict too: scikit-learn's Pipeline.predict fails
+    # alike) refuses it unfitted-looking: the probe runs that transform, so the
+    # refusal comes before the charge, not from the validation after it.
+    pipe = Pipeline([("outer", Pipeline([("clip", _PublicClip())])), ("dp", _reg())])
+    with pytest.raises(NotFittedError):
+        clone(pipe).fit(*reg_data).predict(reg_data[0])
+    acc = PrivacyAccountant(epsilon=20.0, delta=DELTA)
+    search = DPGridSearchCV(pipe, {"dp__norm_bound": [1.0, 3.0]}, epsilon=1.0, delta=DELTA,
+                            accountant=acc, random_state=0)
+    with pytest.raises(ValueError, match="before anything was charged"):
+        search.fit(*reg_data)
+    assert acc.history == []
+    tagged = Pipeline([("outer", Pipeline([("clip", _TaggedPublicClip())])), ("dp", _reg())])
+    search.set_params(estimator=tagged).fit(*reg_data)
+    assert len(acc.history) == 1
+
+
+def test_a_step_tagged_as_needing_no_fit_is_not_listed():
+    plain = Pipeline([("clip", _PublicClip()), ("dp", _reg())])
+    tagged = Pipeline([("clip", _TaggedPublicClip()), ("dp", _reg())])
+    assert leaky_steps(plain) == ["'clip' (_PublicClip)"]
+    assert leaky_steps(tagged) == []

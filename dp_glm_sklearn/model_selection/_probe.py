@@ -20,7 +20,7 @@ from .._sklearn_compat import safe_indexing
 from .._validation import _column_names, _duplicates_summed, _unquoted
 from .._warn import silenced
 from ._pickling import pickling_failure
-from ._slot import _fresh, _step_seeds
+from ._slot import _fresh, _step_seeds, _transform
 
 #: Beginnings of scikit-learn's input-validation messages that quote no value
 #: of the data, nor a count that a preprocessing step could make private.
@@ -125,7 +125,7 @@ def _probe_head(head, X, y, parts, dumps, refit, steps_seed):
                 fitted_on = _usable_output(part.fit_transform(safe_indexing(X, train),
                                                               safe_indexing(y, train)),
                                            rows=len(train))
-                _usable_output(part.transform(safe_indexing(X, val)), fitted_on, rows=len(val))
+                _usable_output(_transform(part, safe_indexing(X, val)), fitted_on, rows=len(val))
                 widths.add(fitted_on[0])
                 if dumps is not None:
                     fitted.append(part)

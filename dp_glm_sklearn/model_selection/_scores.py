@@ -18,7 +18,7 @@ from sklearn.base import clone, is_classifier
 from .._objective import _SCORE_BLOCK_BYTES
 from .._sklearn_compat import safe_indexing
 from .._warn import silenced
-from ._slot import _fresh, _head, _preprocessing, _with_params
+from ._slot import _fresh, _head, _preprocessing, _transform, _with_params
 
 #: Scores of bounded sensitivity a search can select on.
 SCORINGS = ("accuracy", "neg_brier_score", "loss", "neg_mean_absolute_error",
@@ -238,7 +238,7 @@ def _clipped_losses(estimator, slot, scoring, X, y):
     elif scoring == "loss":
         head = _head(estimator)  # fitted: the Pipelines' steps before the DP estimator
         if head is not None:
-            X = head.transform(X)
+            X = _transform(head, X)
         losses = _glm_losses(owner, X, y)
     else:
         low, high = _regression_interval(owner, scoring)

@@ -85,7 +85,9 @@ def _warn_fitted_preprocessing(search, slot, candidates):
             "StandardScaler's means and variances, the categories an encoder finds) is "
             "published in best_estimator_ and is not covered by privacy_spent_. Use row-wise "
             "transforms with public parameters (e.g. a FunctionTransformer acting on each row "
-            "alone, a OneHotEncoder given its categories) to keep the whole fit private."
+            "alone, a OneHotEncoder given its categories) to keep the whole fit private. A "
+            "step of your own whose fit learns nothing says so with scikit-learn's tag "
+            "requires_fit=False (in its __sklearn_tags__)."
             + (" A ColumnTransformer with sparse_threshold > 0 chooses a sparse or dense "
                "output from the data's density when a part is sparse: set "
                "sparse_threshold=0." if density else ""),
@@ -104,7 +106,10 @@ def leaky_steps(estimator):
     here before fitting.  The answer depends on the estimator's settings
     only, never on data, and follows what scikit-learn's tags and the steps'
     structure tell: an empty list is no proof (a step tagged as needing no
-    fit must also transform each row alone, which no tag says).
+    fit must also transform each row alone, which no tag says). A step of
+    your own whose ``fit`` learns nothing is taken as learning unless its
+    ``__sklearn_tags__`` set ``requires_fit=False``, scikit-learn's tag
+    for that (it also lets scikit-learn use the step unfitted).
 
     Parameters
     ----------
@@ -539,6 +544,20 @@ def _head(estimator):
     """The steps before the DP estimator as one (unfitted or fitted) Pipeline, or None."""
     steps = _preprocessing(estimator)
     return Pipeline([(f"step{i}", step) for i, (_, step) in enumerate(steps)]) if steps else None
+
+
+def _transform(head, X):
+    """X through the fitted steps of ``head`` (:func:`_head`), each step's own
+    ``transform``, as the Pipelines holding the DP estimator run them in
+    ``predict``; not ``head.transform``, which checks that its last step has
+    fitted attributes: a stateless step of the user's, whose ``fit`` returns
+    ``self`` and sets nothing, failed that check, and the searches refused a
+    Pipeline that predicts.  (A step that is itself a Pipeline ending in such
+    a step still fails its own check, in predict too: refused before the charge.)"""
+    for _, step in head.steps:
+        if step is not None and not (isinstance(step, str) and step == "passthrough"):
+            X = step.transform(X)
+    return X
 
 
 def _fresh(X, steps):
