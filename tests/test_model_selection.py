@@ -3995,6 +3995,33 @@ def test_dp_score_refuses_a_list_of_labels(clf_data):
     assert acc.history == []
 
 
+def test_dp_score_refuses_labels_of_another_kind_than_the_classes(clf_data):
+    # Labels 0/1 for classes "no"/"yes": no label was a class, every record
+    # scored as an error (0.002 against 0.78), after the charge; scikit-learn
+    # refuses such a mix ("Mix of label input types"). Dtypes are public.
+    import pandas as pd
+
+    from dp_glm_sklearn import dp_score
+
+    X, y = clf_data
+    text = np.where(y == 1, "yes", "no")
+    acc = PrivacyAccountant()
+    clf = DPLogisticRegression(feature_norm=4.0, classes=["no", "yes"], random_state=0,
+                               accountant=acc).fit(X[:800], text[:800])
+    numeric = DPLogisticRegression(feature_norm=4.0, classes=[0, 1], random_state=0,
+                                   accountant=acc).fit(X[:800], y[:800])
+    spent = acc.spent()
+    for model, labels in [(clf, y[800:]), (clf, pd.Series(y[800:]).astype("Int64")),
+                          (numeric, text[800:])]:
+        with pytest.raises(ValueError, match="no label would be a class.*Nothing was charged"):
+            dp_score(model, X[800:], labels, accountant=acc)
+    assert acc.spent() == spent
+    # Labels of the classes' kind, or of dtype object (only values tell): scored.
+    for model, labels in [(clf, text[800:]), (clf, text[800:].astype(object)),
+                          (numeric, y[800:].astype(float))]:
+        assert dp_score(model, X[800:], labels, epsilon=100.0, accountant=acc) > 0.5
+
+
 @pytest.mark.filterwarnings("ignore::scipy.sparse.SparseEfficiencyWarning")
 @pytest.mark.parametrize("fmt", ["coo", "dia", "bsr", "csc"])
 def test_dp_score_on_sparse_formats_bounds_only_the_failing_record(clf_data, monkeypatch, fmt):

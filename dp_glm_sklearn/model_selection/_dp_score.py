@@ -154,6 +154,30 @@ def _served(estimator):
     return estimator
 
 
+def _check_label_kind(classes, y):
+    """Refuse labels of numbers for classes of text, or the reverse, from
+    their dtypes (public) before the charge: no label would be a class, and
+    every record would score as an error (scikit-learn refuses such a mix).
+    A y of dtype object, whose kind only its values tell, is not checked."""
+    def kind(dtype):
+        dtype = getattr(dtype, "numpy_dtype", dtype)  # (pandas' nullable dtypes)
+        if not isinstance(dtype, np.dtype):
+            return None
+        if dtype.kind in "biuf":
+            return "numbers"
+        return "text" if dtype.kind in "US" else None
+    classes = np.asarray(classes)
+    class_kind = kind(classes.dtype) or (
+        "text" if all(isinstance(c, str) for c in classes.tolist()) else None)
+    y_kind = kind(getattr(y, "dtype", None))
+    if None not in (class_kind, y_kind) and class_kind != y_kind:
+        raise ValueError(
+            f"dp_score: y holds {y_kind} (dtype {y.dtype}) but the model's classes are "
+            f"{class_kind} ({classes.tolist()!r}): no label would be a class, and every "
+            "record would score as an error. Encode y as the model's classes. Nothing was "
+            "charged.")
+
+
 def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accountant=None,
              random_state=None):
     """Score a fitted DP model on private data, with (epsilon, delta)-DP.
@@ -310,6 +334,8 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     if not (len(y_shape) == 1 or (len(y_shape) == 2 and y_shape[1] == 1)):
         raise ValueError(f"dp_score needs y of shape (n_samples,) or (n_samples, 1); got "
                          f"shape {y_shape}.")
+    if is_classifier(owner):
+        _check_label_kind(owner.classes_, y)
     X = _checked_layout(estimator, X)
     epsilon, delta = checked_privacy("dp_score", epsilon, delta, n_samples,
                                      lambda: accountant.delta)
