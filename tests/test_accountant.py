@@ -717,9 +717,19 @@ def test_affordable_epsilon_is_the_largest_fit_the_budget_accepts():
     acc.check([GaussianEvent(mu=gdp_mu(affordable, delta))])
     # A fit asked for at a smaller delta costs less: accepted too.
     acc.check([GaussianEvent(mu=gdp_mu(affordable, delta / 10))])
-    with pytest.raises(BudgetExceededError):
+    with pytest.raises(BudgetExceededError, match="affordable_epsilon") as info:
         acc.check([GaussianEvent(mu=gdp_mu(affordable * (1 + 1e-4), delta))])
+    assert "random stopping" not in str(info.value)
     assert len(acc.history) == 4  # asking records nothing
+    # A random search at that epsilon costs more: refused, and the hint says
+    # that epsilon prices a Gaussian release (it sent a user trial's search there).
+    from dp_glm_sklearn.privacy import RandomStoppingEvent
+    from dp_glm_sklearn.privacy.selection import random_stopping_mu
+
+    run_mu = random_stopping_mu(affordable, delta, 3.0)
+    with pytest.raises(BudgetExceededError, match="prices a Gaussian release.*must ask "
+                       "for less"):
+        acc.check([RandomStoppingEvent(mu=run_mu, mean=3.0)])
 
 
 def test_affordable_epsilon_on_mixed_and_exhausted_ledgers():

@@ -453,6 +453,10 @@ class PrivacyAccountant:
                         "epsilon=inf: PrivacyAccountant(epsilon=numpy.inf) records it.")
             if not hint and self._delta > 0:
                 hint = _AFFORDABLE_HINT
+                if any(isinstance(event, RandomStoppingEvent) for event in events):
+                    hint += (" That epsilon prices a Gaussian release (an estimator's fit, a "
+                             "DPGridSearchCV); random stopping costs more at the same epsilon, "
+                             "so a DPRandomizedSearchCV must ask for less.")
             raise BudgetExceededError(
                 f"privacy budget exceeded: budget (epsilon={self._epsilon:.6g}, "
                 f"delta={self._delta:.3g}); already spent "
