@@ -509,8 +509,12 @@ def _unquoted(exc, name):
     # (an object array or a list holding it).
     if message == "boolean value of NA is ambiguous" or (
             message.startswith("float() argument must be") and "NAType" in message):
-        return ValueError(f"{name}: Input contains NaN (pandas' missing value pd.NA); "
-                          "drop or impute those rows first.")
+        # (scikit-learn's own steps fail on pd.NA too: a SimpleImputer in
+        # the pipeline raises this very error, so "impute" is not the remedy.)
+        return ValueError(f"{name}: Input contains pandas' missing value pd.NA, which "
+                          "scikit-learn's steps (SimpleImputer included) do not take: replace "
+                          "it with np.nan first (e.g. X.astype(object).where(X.notna(), "
+                          "np.nan)), then drop those rows or impute with public values.")
     return None
 
 
