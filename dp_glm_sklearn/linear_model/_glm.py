@@ -449,6 +449,11 @@ class DPHuberRegressor(_DPRegressorBase):
     ``"output_perturbation"`` the projection size and the default
     regularization depend on it).
 
+    Porting from :class:`sklearn.linear_model.HuberRegressor`: its
+    ``epsilon`` (the loss's shape, 1.35) is ``threshold`` here, in the
+    units of y; ``epsilon`` here is the privacy parameter. Code passing
+    ``epsilon=1.35`` runs, at that privacy level, with the default threshold.
+
     Parameters
     ----------
     {params_head}
