@@ -3995,6 +3995,35 @@ def test_dp_score_refuses_a_list_of_labels(clf_data):
     assert acc.history == []
 
 
+def test_dp_score_scores_a_text_pipeline_on_its_documents():
+    # A Pipeline starting with a HashingVectorizer (stateless, row-wise) fits
+    # on a list of documents; dp_score refused every form of them (it wanted
+    # a 2-D X), leaving no private evaluation of a text model (user trial).
+    import pandas as pd
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    from dp_glm_sklearn import dp_score
+
+    rng = np.random.default_rng(0)
+    words = {"billing": "refund invoice charge", "login": "password reset account"}
+    y = np.array(list(words))[rng.integers(0, 2, size=1500)]
+    docs = [" ".join(rng.choice((words[c] + " the a of is").split(), size=8)) for c in y]
+    acc = PrivacyAccountant(epsilon=np.inf)
+    pipe = make_pipeline(HashingVectorizer(n_features=2**10),
+                         DPLogisticRegression(classes=list(words), feature_norm=1.0,
+                                              norm_bound=50.0, epsilon=3.0, accountant=acc,
+                                              random_state=0)).fit(docs[:1000], y[:1000])
+    exact = pipe.score(docs[1000:], y[1000:])
+    assert exact > 0.9
+    for X in (docs[1000:], np.asarray(docs[1000:]), np.asarray(docs[1000:], dtype=object),
+              pd.Series(docs[1000:])):
+        assert dp_score(pipe, X, y[1000:], epsilon=np.inf, accountant=acc) == exact
+    before = len(acc.history)
+    with pytest.raises(ValueError, match="one record per item.*Nothing was charged"):
+        dp_score(pipe, np.asarray(docs[1000:])[:, None], y[1000:], accountant=acc)
+    assert len(acc.history) == before
+
+
 def test_dp_score_refuses_labels_of_another_kind_than_the_classes(clf_data):
     # Labels 0/1 for classes "no"/"yes": no label was a class, every record
     # scored as an error (0.002 against 0.78), after the charge; scikit-learn

@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import is_classifier
 from sklearn.pipeline import Pipeline
+from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from .._base import checked_privacy, warn_large_delta
@@ -35,6 +36,25 @@ from ..privacy.noise import add_gaussian_noise
 from ._scores import _SCORINGS_NOTE, SCORINGS, _check_scoring, _score_bound, _validation_losses
 from ._search import _BaseDPSearch
 from ._slot import _find_dp_slot
+
+
+def _first_step_takes_records(estimator):
+    """The first step of a Pipeline ``estimator`` if it takes one record per
+    item (documents or dicts: a text vectorizer, a ``DictVectorizer``; its
+    input tags say no 2-D array), else None."""
+    if not isinstance(estimator, Pipeline):
+        return None
+    for _, step in estimator.steps:
+        if step is None or (isinstance(step, str) and step == "passthrough"):
+            continue
+        if isinstance(step, Pipeline):
+            return _first_step_takes_records(step)
+        try:
+            tags = get_tags(step).input_tags
+        except Exception:
+            return None
+        return step if (tags.string or tags.dict) and not tags.two_d_array else None
+    return None
 
 
 def _checked_layout(estimator, X):
@@ -56,6 +76,20 @@ def _checked_layout(estimator, X):
     if isinstance(X, np.matrix):
         raise TypeError("dp_score does not take np.matrix; convert X with np.asarray. "
                         "Nothing was charged.")
+    first = _first_step_takes_records(estimator)
+    if first is not None:
+        # One record per item (a document, a dict): a list is converted item
+        # by item (np.asarray would split equal-length sequences into columns).
+        if isinstance(X, (list, tuple)):
+            items = np.empty(len(X), dtype=object)
+            items[:] = list(X)
+            X = items
+        if len(getattr(X, "shape", ())) != 1:
+            raise ValueError(
+                f"dp_score: the model's first step ({type(first).__name__}) takes one "
+                "record per item (a document or a dict): give X as a list, a 1-D array or a "
+                "Series of them. Nothing was charged.")
+        return X
     if sp.issparse(X):
         X = X.tocsr()
     shape = getattr(X, "shape", None)
@@ -202,13 +236,15 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
         transformers do); a step mixing rows
         (centring them on their mean, say) lets one record move the others'
         losses, beyond the sensitivity the noise is for.
-    X : array-like of shape (n_samples, n_features)
+    X : array-like of shape (n_samples, n_features), or of shape (n_samples,)
         The private evaluation rows.  ``n_samples`` is public, and so is the
         layout of an array, sparse matrix or frame (its width, column names
         and dtype), checked against the model before the charge: a model
         fitted on a table with column names needs a table with the same
         columns.  A list of rows is refused (its layout is its records':
-        convert it first).
+        convert it first).  For a Pipeline whose first step takes one
+        record per item (a text vectorizer such as ``HashingVectorizer``, a
+        ``DictVectorizer``), X is those items: a list, a 1-D array or a Series.
     y : array or Series of shape (n_samples,)
         Their labels (a list is refused: its dtype would be inferred from
         all its labels; convert it first).
