@@ -4695,3 +4695,36 @@ def test_a_step_tagged_as_needing_no_fit_is_not_listed():
     tagged = Pipeline([("clip", _TaggedPublicClip()), ("dp", _reg())])
     assert leaky_steps(plain) == ["'clip' (_PublicClip)"]
     assert leaky_steps(tagged) == []
+
+
+def test_text_vectorizers_learn_unless_given_their_vocabulary_without_idf():
+    # A fitted TfidfVectorizer publishes every token of every record in its
+    # vocabulary_ (a patient's name among them) and document frequencies in
+    # idf_; given a public vocabulary and no idf it learns nothing, and was
+    # flagged all the same (user trial).
+    from sklearn.feature_extraction.text import (
+        CountVectorizer,
+        HashingVectorizer,
+        TfidfTransformer,
+        TfidfVectorizer,
+    )
+
+    vocabulary = ["refund", "password", "parcel"]
+    learning = [CountVectorizer(), CountVectorizer(min_df=2), TfidfVectorizer(),
+                TfidfVectorizer(vocabulary=vocabulary), TfidfTransformer()]
+    public = [CountVectorizer(vocabulary=vocabulary), HashingVectorizer(),
+              TfidfVectorizer(vocabulary=vocabulary, use_idf=False),
+              TfidfTransformer(use_idf=False)]
+    for step in learning:
+        assert leaky_steps(make_pipeline(step, _clf())) != [], step
+    for step in public:
+        assert leaky_steps(make_pipeline(step, _clf())) == [], step
+    docs = ["refund for JaneDoe1984", "password reset", "parcel late"] * 20
+    labels = np.array([0, 1, 1] * 20)
+    search = DPGridSearchCV(make_pipeline(TfidfVectorizer(), _clf()),
+                            {"dplogisticregression__norm_bound": [1.0, 5.0]}, epsilon=1.0,
+                            random_state=0)
+    with pytest.warns(PrivacyLeakWarning, match="vocabulary of a text vectorizer.*"
+                      "HashingVectorizer"):
+        search.fit(docs, labels)
+    assert "janedoe1984" in search.best_estimator_[0].vocabulary_  # what it warned of

@@ -20,6 +20,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.compose import ColumnTransformer, make_column_selector
+from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer, TfidfVectorizer
 from sklearn.impute import SimpleImputer
 from sklearn.kernel_approximation import RBFSampler
 from sklearn.model_selection import ParameterGrid
@@ -82,10 +83,12 @@ def _warn_fitted_preprocessing(search, slot, candidates):
         warn_user(
             f"{type(search).__name__}: the Pipeline step(s) {', '.join(fitted)} before the DP "
             "estimator are fitted on the private data without noise; what they learn (a "
-            "StandardScaler's means and variances, the categories an encoder finds) is "
-            "published in best_estimator_ and is not covered by privacy_spent_. Use row-wise "
-            "transforms with public parameters (e.g. a FunctionTransformer acting on each row "
-            "alone, a OneHotEncoder given its categories) to keep the whole fit private. A "
+            "StandardScaler's means and variances, the categories an encoder finds, the "
+            "vocabulary of a text vectorizer: every token of every record, names included) "
+            "is published in best_estimator_ and is not covered by privacy_spent_. Use "
+            "row-wise transforms with public parameters (e.g. a FunctionTransformer acting on "
+            "each row alone, a OneHotEncoder given its categories, a HashingVectorizer for "
+            "text) to keep the whole fit private. A "
             "step of your own whose fit learns nothing says so with scikit-learn's tag "
             "requires_fit=False (in its __sklearn_tags__)."
             + (" A ColumnTransformer with sparse_threshold > 0 chooses a sparse or dense "
@@ -233,6 +236,8 @@ def _learns(step):
     cast to the column's dtype, which must be public too, and each row is
     encoded alone) that groups no rare ones
     (``min_frequency`` and ``max_categories`` None: they count), nor a
+    ``CountVectorizer`` given its ``vocabulary``, a ``TfidfVectorizer`` given
+    it with ``use_idf=False``, a ``TfidfTransformer`` with ``use_idf=False``, nor a
     ``SimpleImputer(strategy="constant", keep_empty_features=True)`` without
     ``add_indicator`` (it keeps the column's dtype, which must be public: an
     array or a table, not lists whose cells' types vary), nor the steps of
@@ -251,6 +256,12 @@ def _learns(step):
     if type(step) in (OneHotEncoder, OrdinalEncoder):  # (a subclass may learn more)
         return (isinstance(step.categories, str) or step.min_frequency is not None
                 or step.max_categories is not None)
+    if type(step) is CountVectorizer:  # given its vocabulary, it counts each document alone
+        return step.vocabulary is None
+    if type(step) is TfidfVectorizer:  # and without idf weights, learned from the counts
+        return step.vocabulary is None or step.use_idf
+    if type(step) is TfidfTransformer:
+        return step.use_idf
     if type(step) in _SHAPE_ONLY or (type(step) is RBFSampler and step.gamma != "scale"):
         return False  # (fitted on the shape and dtype, and random_state: public)
     if type(step) is SimpleImputer:
