@@ -493,7 +493,10 @@ def _unquoted(exc, name):
                           "they are the data).")
     if message.startswith("could not convert"):
         return ValueError(f"{name}: X and y must be numeric; a value could not be "
-                          "converted to float (not shown here: it is a value of the data).")
+                          "converted to float (not shown here: it is a value of the data). "
+                          "Turn text into numbers first with a public, row-wise step in a "
+                          "Pipeline (a HashingVectorizer for documents, a OneHotEncoder given "
+                          "its categories for a text column).")
     if message.startswith("setting an array element with a sequence"):
         return ValueError(f"{name}: X and y must be arrays of numbers; an entry is itself "
                           "a sequence (rows of different lengths, or cells holding lists).")
