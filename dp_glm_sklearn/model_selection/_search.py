@@ -419,7 +419,10 @@ _PARAMS_RUN = """n_jobs : int, default=None
         all but one, as in joblib; 0 and more than 1024 workers are refused,
         before anything is charged).
         Every candidate runs pre-paid, so worker processes never charge an
-        accountant.
+        accountant. Each fit already spreads its passes over X across the
+        BLAS threads, so on large data ``n_jobs > 1`` gains little (a user
+        trial: 17 s against 14 s with ``None`` on two cores); it helps
+        when the candidates are many small fits.
 
     random_state : int, RandomState instance, Generator or None, default=None
         Seeds the split, the candidates' noise and the selection. ``None``
