@@ -420,9 +420,9 @@ _PARAMS_RUN = """n_jobs : int, default=None
         before anything is charged).
         Every candidate runs pre-paid, so worker processes never charge an
         accountant. Each fit already spreads its passes over X across the
-        BLAS threads, so on large data ``n_jobs > 1`` gains little (a user
-        trial: 17 s against 14 s with ``None`` on two cores); it helps
-        when the candidates are many small fits.
+        BLAS threads, so on large data ``n_jobs > 1`` can be slower (a user
+        trial on two cores: 17 s with ``n_jobs=2`` against 14 s with
+        ``None``); it helps when the candidates are many small fits.
 
     random_state : int, RandomState instance, Generator or None, default=None
         Seeds the split, the candidates' noise and the selection. ``None``
