@@ -204,12 +204,25 @@ def _sorted_without_duplicates(X):
         return False
     # A row starts at each indptr value; its first entry need not exceed the
     # previous row's last.
-    starts = np.zeros(max(int(nnz), 1), dtype=bool)
-    starts[indptr[:-1][indptr[:-1] < nnz]] = True
     for lo in range(1, int(nnz), _CANONICAL_BLOCK):
         hi = min(int(nnz), lo + _CANONICAL_BLOCK)
         rising = indices[lo:hi] > indices[lo - 1:hi - 1]
-        if not np.all(rising | starts[lo:hi]):
+        starts = indptr[np.searchsorted(indptr, lo):np.searchsorted(indptr, hi)]
+        rising[starts - lo] = True
+        if not np.all(rising):
+            return False
+    return True
+
+
+def column_indices_in_range(X):
+    """Whether every stored column index of a CSR matrix lies in
+    ``[0, n_features)`` (a few MB at a time).  scipy checks this only when the
+    matrix is built: indices changed in place after that released a NaN
+    model, or corrupted memory, after the charge."""
+    indices, nnz, width = X.indices, int(X.indptr[-1]), X.shape[1]
+    for lo in range(0, nnz, _CANONICAL_BLOCK):
+        block = indices[lo:min(nnz, lo + _CANONICAL_BLOCK)]
+        if block.size and (block.min() < 0 or block.max() >= width):
             return False
     return True
 

@@ -27,7 +27,12 @@ from sklearn.datasets import load_diabetes
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
-from dp_glm_sklearn import DPHuberRegressor, DPLinearRegression, DPLogisticRegression
+from dp_glm_sklearn import (
+    DPHuberRegressor,
+    DPLinearRegression,
+    DPLogisticRegression,
+    PrivacyAccountant,
+)
 from dp_glm_sklearn import _objective as objective_module
 from dp_glm_sklearn._objective import GLMObjective, PublicProblem
 from dp_glm_sklearn.losses import HuberLoss, LogisticLoss, MultinomialLoss, SquaredLoss
@@ -582,6 +587,40 @@ def test_duplicates_under_a_stale_scipy_flag_are_summed():
     g = GLMObjective(problem, X, np.array([1.0, 1.0, -1.0])).block_grad(slice(0, 1), theta)
     assert np.linalg.norm(g) <= problem.lipschitz * (1 + 1e-12)
     assert np.linalg.norm(g) == pytest.approx(problem.lipschitz, rel=1e-3)
+
+
+def test_the_canonical_format_check_agrees_with_a_row_by_row_reference(monkeypatch):
+    """Across row and block boundaries (blocks of 4 entries here), for
+    empty rows, unsorted rows and duplicates, int32 and int64 indices."""
+    monkeypatch.setattr(objective_module, "_CANONICAL_BLOCK", 4)
+    rng = np.random.default_rng(0)
+    for trial in range(400):
+        n, d = rng.integers(1, 8), rng.integers(1, 6)
+        A = sp.random(n, d, density=rng.uniform(0, 1), format="csr", random_state=trial)
+        if A.nnz and trial % 2:
+            A.indices[:] = rng.integers(0, d, size=A.nnz)  # often unsorted or duplicated
+        if trial % 3 == 0:
+            A.indices = A.indices.astype(np.int64)
+            A.indptr = A.indptr.astype(np.int64)
+        reference = all(np.all(np.diff(A.indices[A.indptr[i]:A.indptr[i + 1]]) > 0)
+                        for i in range(n))
+        assert objective_module._sorted_without_duplicates(A) == reference
+        canonical = objective_module.canonical_rows(A)
+        assert objective_module._sorted_without_duplicates(canonical)
+        np.testing.assert_allclose(canonical.toarray(), A.toarray())
+
+
+@pytest.mark.parametrize("index", [9, -1])
+def test_a_column_index_out_of_range_is_refused_before_the_charge(index):
+    # scipy checks the indices when the matrix is built, not after a change in
+    # place: the fit charged, then released a NaN model (9) or corrupted the
+    # heap (-1).
+    X = sp.csr_matrix((np.ones(4), np.array([0, 1, 0, 1]), np.array([0, 2, 4])), shape=(2, 4))
+    X.indices[1] = index
+    acc = PrivacyAccountant(epsilon=10.0)
+    with pytest.raises(ValueError, match="malformed sparse matrix.*Nothing was charged"):
+        DPLogisticRegression(feature_norm=1.0, classes=[0, 1], accountant=acc).fit(X, [0, 1])
+    assert acc.history == []
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
