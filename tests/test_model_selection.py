@@ -4041,13 +4041,15 @@ def test_dp_score_refuses_labels_of_another_kind_than_the_classes(clf_data):
                                    accountant=acc).fit(X[:800], y[:800])
     spent = acc.spent()
     for model, labels in [(clf, y[800:]), (clf, pd.Series(y[800:]).astype("Int64")),
-                          (numeric, text[800:])]:
+                          (numeric, text[800:]), (numeric, pd.Series(text[800:])),
+                          (numeric, pd.Series(text[800:], dtype="string")),
+                          (clf, text[800:].astype("S"))]:  # (bytes are not str classes)
         with pytest.raises(ValueError, match="no label would be a class.*Nothing was charged"):
             dp_score(model, X[800:], labels, accountant=acc)
     assert acc.spent() == spent
     # Labels of the classes' kind, or of dtype object (only values tell): scored.
     for model, labels in [(clf, text[800:]), (clf, text[800:].astype(object)),
-                          (numeric, y[800:].astype(float))]:
+                          (clf, pd.Series(text[800:])), (numeric, y[800:].astype(float))]:
         assert dp_score(model, X[800:], labels, epsilon=100.0, accountant=acc) > 0.5
 
 

@@ -194,15 +194,27 @@ def _check_label_kind(classes, y):
     every record would score as an error (scikit-learn refuses such a mix).
     A y of dtype object, whose kind only its values tell, is not checked."""
     def kind(dtype):
-        dtype = getattr(dtype, "numpy_dtype", dtype)  # (pandas' nullable dtypes)
-        if not isinstance(dtype, np.dtype):
+        if dtype is None:
             return None
+        if not isinstance(dtype, np.dtype):
+            numpy_dtype = getattr(dtype, "numpy_dtype", None)  # pandas' nullable numbers
+            if isinstance(numpy_dtype, np.dtype) and numpy_dtype.kind in "biuf":
+                return "numbers"
+            name = str(dtype).lower()  # pandas' str/string (numpy or arrow), polars' String
+            if name.startswith(("str", "string", "large_string", "utf8")):
+                return "text"
+            is_numeric = getattr(dtype, "is_numeric", None)  # polars
+            try:
+                return "numbers" if callable(is_numeric) and is_numeric() else None
+            except Exception:
+                return None
         if dtype.kind in "biuf":
             return "numbers"
-        return "text" if dtype.kind in "US" else None
+        return {"U": "text", "S": "bytes"}.get(dtype.kind)
     classes = np.asarray(classes)
-    class_kind = kind(classes.dtype) or (
-        "text" if all(isinstance(c, str) for c in classes.tolist()) else None)
+    class_kind = kind(classes.dtype) or next(
+        (name for name, t in (("text", str), ("bytes", bytes))
+         if all(isinstance(c, t) for c in classes.tolist())), None)
     y_kind = kind(getattr(y, "dtype", None))
     if None not in (class_kind, y_kind) and class_kind != y_kind:
         raise ValueError(
