@@ -4022,6 +4022,45 @@ def test_dp_score_scores_a_text_pipeline_on_its_documents():
     with pytest.raises(ValueError, match="one record per item.*Nothing was charged"):
         dp_score(pipe, np.asarray(docs[1000:])[:, None], y[1000:], accountant=acc)
     assert len(acc.history) == before
+    # A record the vectorizer cannot read (None, not text) counts as the bound
+    # alone: the neighbouring scores differ by at most 1/n.
+    broken = list(docs[1000:])
+    broken[7] = None
+    changed = dp_score(pipe, broken, y[1000:], epsilon=np.inf, accountant=acc)
+    assert abs(changed - exact) <= 1 / 500 + 1e-12
+
+
+def test_dp_score_refuses_records_that_may_be_read_once():
+    # With open files (input="file") or token iterables (FeatureHasher), the
+    # records read before one failed were exhausted when read again: one
+    # record moved the score of 10 from 1.0 to 0.5 (diff review).
+    import io
+
+    from sklearn.compose import ColumnTransformer
+    from sklearn.feature_extraction import FeatureHasher
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    from dp_glm_sklearn import dp_score
+
+    texts = ["good great fine", "bad awful poor"] * 50
+    y = np.arange(100) % 2
+    dp = dict(epsilon=np.inf, feature_norm=3.0, classes=[0, 1],
+              accountant=PrivacyAccountant(epsilon=np.inf))
+    files = make_pipeline(HashingVectorizer(n_features=64, input="file"),
+                          DPLogisticRegression(**dp)).fit([io.StringIO(t) for t in texts], y)
+    tokens = make_pipeline(FeatureHasher(n_features=64, input_type="string"),
+                           DPLogisticRegression(**dp)).fit([t.split() for t in texts], y)
+    in_columns = make_pipeline(
+        ColumnTransformer([("text", HashingVectorizer(n_features=64, input="file"), 0)]),
+        DPLogisticRegression(**dp))
+    acc = PrivacyAccountant(epsilon=np.inf)
+    for model, X in [(files, [io.StringIO(t) for t in texts]),
+                     (tokens, [t.split() for t in texts]),
+                     (in_columns.fit(np.array([[io.StringIO(t)] for t in texts]), y),
+                      np.array([[io.StringIO(t)] for t in texts]))]:
+        with pytest.raises(ValueError, match="read only once.*Nothing was charged"):
+            dp_score(model, X, y, epsilon=np.inf, accountant=acc)
+    assert acc.history == []
 
 
 def test_dp_score_refuses_labels_of_another_kind_than_the_classes(clf_data):

@@ -21,8 +21,9 @@ from numbers import Integral
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import is_classifier
+from sklearn.feature_extraction import DictVectorizer, FeatureHasher
+from sklearn.feature_extraction.text import CountVectorizer, HashingVectorizer
 from sklearn.pipeline import Pipeline
-from sklearn.utils import get_tags
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from .._base import checked_privacy, warn_large_delta
@@ -35,13 +36,16 @@ from ..privacy.events import GaussianEvent
 from ..privacy.noise import add_gaussian_noise
 from ._scores import _SCORINGS_NOTE, SCORINGS, _check_scoring, _score_bound, _validation_losses
 from ._search import _BaseDPSearch
-from ._slot import _find_dp_slot
+from ._slot import _find_dp_slot, _parts
 
 
 def _first_step_takes_records(estimator):
     """The first step of a Pipeline ``estimator`` if it takes one record per
-    item (documents or dicts: a text vectorizer, a ``DictVectorizer``; its
-    input tags say no 2-D array), else None."""
+    item, documents or dicts: one of scikit-learn's text vectorizers, a
+    ``DictVectorizer`` or a ``FeatureHasher`` (whose records read alike every
+    time they are read, :func:`_refuse_read_once_records`); else None.  (A
+    step of another kind whose tags say it takes such records is not taken:
+    its records could be read once.)"""
     if not isinstance(estimator, Pipeline):
         return None
     for _, step in estimator.steps:
@@ -49,12 +53,30 @@ def _first_step_takes_records(estimator):
             continue
         if isinstance(step, Pipeline):
             return _first_step_takes_records(step)
-        try:
-            tags = get_tags(step).input_tags
-        except Exception:
-            return None
-        return step if (tags.string or tags.dict) and not tags.two_d_array else None
+        records = (HashingVectorizer, CountVectorizer, DictVectorizer, FeatureHasher)
+        return step if isinstance(step, records) else None
     return None
+
+
+def _refuse_read_once_records(estimator):
+    """Refuse, from its parameters, a step that reads records which may be
+    read only once: a text vectorizer with ``input="file"`` (open files) or
+    a ``FeatureHasher`` whose records are iterables (``input_type`` other
+    than ``"dict"``: a generator).  When one record fails, the others are
+    read again (:func:`_total_losses`): exhausted, they scored as empty, and
+    one record moved every other loss (a score from 1.0 to 0.5 over 10
+    records, five times the bound of a record's effect)."""
+    for step in _parts(estimator):
+        if (isinstance(step, (HashingVectorizer, CountVectorizer)) and step.input == "file"
+                or isinstance(step, FeatureHasher) and step.input_type != "dict"):
+            what = (f"{type(step).__name__}(input='file')" if hasattr(step, "input")
+                    else f"FeatureHasher(input_type={step.input_type!r})")
+            raise ValueError(
+                f"dp_score cannot score a model with {what}: its records (open files, "
+                "iterables) may be read only once, and dp_score reads each record again when "
+                "another one fails. Give the documents' contents (input='content'), lists "
+                "of tokens joined into text for a HashingVectorizer, or dicts "
+                "(input_type='dict'). Nothing was charged.")
 
 
 def _checked_layout(estimator, X):
@@ -76,6 +98,7 @@ def _checked_layout(estimator, X):
     if isinstance(X, np.matrix):
         raise TypeError("dp_score does not take np.matrix; convert X with np.asarray. "
                         "Nothing was charged.")
+    _refuse_read_once_records(estimator)
     first = _first_step_takes_records(estimator)
     if first is not None:
         # One record per item (a document, a dict): a list is converted item
