@@ -2034,12 +2034,18 @@ def test_a_norm_bound_far_too_small_for_the_labels_warns(Est, fit_intercept):
     X = rng.uniform(0, 0.5, size=(300, 4))
     y = np.clip(2000 + 6000 * X[:, 0] + rng.lognormal(6, 1, 300), 0, 50000)
     bounds = dict(feature_norm=1.0, y_bound=(0, 50000), fit_intercept=fit_intercept)
-    with pytest.warns(UserWarning, match="norm_bound=10.0 lets a prediction move at most") as rec:
+    with pytest.warns(UserWarning, match="norm_bound=10.0 lets a prediction") as rec:
         Est(epsilon=np.inf, accountant=PrivacyAccountant(epsilon=np.inf), **bounds).fit(X, y)
-    reach, centre, half = (1.118, 25000, 25000) if fit_intercept else (1.0, 0, 50000)
     message = next(str(w.message) for w in rec if "lets a prediction" in str(w.message))
-    assert f"= {10 * reach:.3g} from {centre}" in message and f"half-range {half}" in message
-    assert f"half-range / X_aug = {half / reach:.3g}" in message and "'auto'" in message
+    if fit_intercept:
+        reach, half = 1.118, 25000
+        assert f"move about norm_bound * X_aug = {10 * reach:.3g} from 25000, the centre of " \
+            "y_bound" in message and f"half-range {half}" in message
+    else:
+        reach, half = 1.0, 50000
+        assert f"reach about norm_bound * feature_norm = {10 * reach:.3g} in absolute value " \
+            "(no intercept)" in message and f"|label| y_bound allows, {half}" in message
+    assert f"Raise norm_bound towards {half / reach:.3g}" in message and "'auto'" in message
     # Stated large enough, or chosen by the library: no warning.
     for norm_bound in (half / reach, "auto"):
         with warnings.catch_warnings():

@@ -37,8 +37,11 @@ _PARAMS_HEAD = """epsilon : float in (0, 1e300] or inf, default=1.0
         ``predict`` and the other methods use rows as given. ``None`` (not
         stated) is 1.0, with a warning: it suits rows normalized to unit norm, e.g. by
         :class:`sklearn.preprocessing.Normalizer`, a row-wise transform that
-        is private in itself. Never estimate it from the data you protect: a
-        bound read from the data leaks it."""
+        is private in itself. The bounds the training derives from this one
+        and ``norm_bound`` (the norm of a row with its intercept feature,
+        ``2 * norm_bound`` for ``"jl"``) must lie in [1e-100, 1e100] too.
+        Never estimate it from the data you protect: a bound read from the
+        data leaks it."""
 
 _PARAMS_BODY = """norm_bound : float in [1e-100, 1e100] or "auto", default={norm_bound}
         Public radius B of the constraint ball ``||w|| <= B`` on the
@@ -268,9 +271,11 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
 
     def _reach_warning(self):
         """A numeric ``norm_bound`` B lets a prediction move at most ``B * X_aug``
-        from the centre of ``y_bound`` (0 without an intercept): far below the
-        labels' half-range Y, the model can hardly fit them (a default B = 10
-        on labels in dollars predicted a near-constant, even at epsilon=inf)."""
+        from the centre of ``y_bound`` (from 0 without an intercept, where Y is
+        the largest |label| allowed; about that with ``"jl"``, whose model is
+        constrained in the projected space): far below the labels' half-range
+        Y, the model can hardly fit them (a default B = 10 on labels in dollars
+        predicted a near-constant, even at epsilon=inf)."""
         if not isinstance(self.norm_bound, Real) or isinstance(self.norm_bound, bool):
             return []
         try:
@@ -281,13 +286,19 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
             return []  # malformed bounds: refused with their own errors
         if not (math.isfinite(reach) and reach < self._SMALL_REACH * half_range):
             return []
-        return [f"{type(self).__name__}: norm_bound={self.norm_bound!r} lets a prediction move "
-                f"at most norm_bound * X_aug = {reach:.3g} from {centre:.6g} (the centre of "
-                f"y_bound; X_aug is feature_norm with the intercept feature), under a tenth of "
-                f"the labels' half-range {half_range:.6g}: the model can hardly fit them, "
-                f"whatever epsilon. Raise norm_bound towards half-range / X_aug = "
-                f"{half_range * float(self.norm_bound) / reach:.3g} (a row at feature_norm "
-                "can then reach the ends of y_bound), or use norm_bound='auto'."]
+        if self.fit_intercept:
+            where = (f"move about norm_bound * X_aug = {reach:.3g} from {centre:.6g}, the "
+                     "centre of y_bound (X_aug: feature_norm with the intercept feature), "
+                     f"under a tenth of the labels' half-range {half_range:.6g}")
+        else:
+            where = (f"reach about norm_bound * feature_norm = {reach:.3g} in absolute value "
+                     "(no intercept), under a tenth of the largest |label| y_bound allows, "
+                     f"{half_range:.6g}")
+        return [f"{type(self).__name__}: norm_bound={self.norm_bound!r} lets a prediction "
+                f"{where}: the model can hardly fit the labels, whatever epsilon. Raise "
+                f"norm_bound towards {half_range * float(self.norm_bound) / reach:.3g} (a row "
+                "at feature_norm can then reach the ends of y_bound), or use "
+                "norm_bound='auto'."]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
