@@ -3786,17 +3786,22 @@ def test_dp_score_refuses_before_reading_the_data(clf_data, reg_data):
     clf = _clf(random_state=0, accountant=PrivacyAccountant()).fit(X[:800], y[:800])
     acc = PrivacyAccountant(epsilon=0.5, delta=1e-6)
 
-    class Unreadable:  # reading it fails the test
+    reads = []
+
+    class Unreadable:  # records its reads (an error raised here would be
+        # taken by dp_score as a record whose loss fails, scored as the bound)
         def __len__(self):
             return 400
 
         def __getitem__(self, i):
-            raise AssertionError("the data was read")
+            reads.append(i)
+            return X[800:][i]
 
         shape = (400, 4)
 
     with pytest.raises(BudgetExceededError):
         dp_score(clf, Unreadable(), y[800:], epsilon=1.0, accountant=acc)
+    assert reads == []  # the budget is checked before any record is read (mutation test)
     for kwargs, match in [(dict(epsilon=0.0), "'epsilon' parameter of dp_score"),
                           (dict(epsilon=True), "'epsilon' parameter of dp_score"),
                           (dict(delta=1.0), "'delta' parameter of dp_score"),
