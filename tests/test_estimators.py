@@ -2034,13 +2034,13 @@ def test_a_norm_bound_far_too_small_for_the_labels_warns(Est, fit_intercept):
     X = rng.uniform(0, 0.5, size=(300, 4))
     y = np.clip(2000 + 6000 * X[:, 0] + rng.lognormal(6, 1, 300), 0, 50000)
     bounds = dict(feature_norm=1.0, y_bound=(0, 50000), fit_intercept=fit_intercept)
-    with pytest.warns(UserWarning, match="norm_bound=10.0 lets a prediction") as rec:
+    with pytest.warns(UserWarning, match="norm_bound=10.0 lets") as rec:
         Est(epsilon=np.inf, accountant=PrivacyAccountant(epsilon=np.inf), **bounds).fit(X, y)
-    message = next(str(w.message) for w in rec if "lets a prediction" in str(w.message))
+    message = next(str(w.message) for w in rec if "norm_bound=10.0 lets" in str(w.message))
     if fit_intercept:
-        reach, half = 1.118, 25000
-        assert f"move about norm_bound * X_aug = {10 * reach:.3g} from 25000, the centre of " \
-            "y_bound" in message and f"half-range {half}" in message
+        reach, half = 0.5, 25000
+        assert "the intercept move a prediction at most norm_bound * feature_norm / 2 = 5 " \
+            "from 25000, the centre of y_bound" in message and f"half-range {half}" in message
     else:
         reach, half = 1.0, 50000
         assert f"reach about norm_bound * feature_norm = {10 * reach:.3g} in absolute value " \
@@ -2053,13 +2053,36 @@ def test_a_norm_bound_far_too_small_for_the_labels_warns(Est, fit_intercept):
             Est(epsilon=3.0, norm_bound=norm_bound, random_state=0, **bounds).fit(X, y)
 
 
+def test_the_reach_warning_suggests_room_for_the_intercept():
+    # A claim cost, mostly 0, documented in [0, 1e5]: the labels are centred on
+    # 50,000 and the intercept (feature c = feature_norm / 2) must bring the
+    # predictions back near 0. A suggestion counting the features too (B =
+    # 1.8e4) still gave R^2 -41 without noise; 2 * half-range / feature_norm
+    # fits as scikit-learn does (user trial).
+    rng = np.random.default_rng(0)
+    n = 20000
+    X = np.c_[rng.uniform(0, 1, (n, 4)), np.eye(5)[rng.integers(0, 5, n)]]
+    y = np.where(rng.uniform(size=n) < 0.1 + 0.1 * X[:, 0],
+                 np.minimum(rng.lognormal(7.5 + X[:, 1], 1), 1e5), 0.0)
+    bounds = dict(feature_norm=np.sqrt(6), y_bound=(0, 1e5), epsilon=np.inf,
+                  accountant=PrivacyAccountant(epsilon=np.inf))
+    with pytest.warns(UserWarning, match=r"Raise norm_bound towards 4.08e\+04") as rec:
+        DPLinearRegression(norm_bound=2000.0, **bounds).fit(X, y)
+    assert any("the intercept alone can then reach" in str(w.message) for w in rec)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fitted = DPLinearRegression(norm_bound=4.08e4, **bounds).fit(X, y)
+    assert fitted.score(X, y) == pytest.approx(LinearRegression().fit(X, y).score(X, y),
+                                               abs=0.005)
+
+
 def test_the_reach_warning_leaves_well_scaled_bounds_alone():
-    # The README's diabetes bounds (B X_aug = 39 at the default B = 10, a
-    # quarter of the half-range 160.5): within a tenth, no warning.
+    # The README's diabetes bounds (the intercept reaches B X / 2 = 17.5 at
+    # the default B = 10, above a tenth of the half-range 160.5): no warning.
     X, y = _regression(n=60, d=3)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         DPLinearRegression(feature_norm=3.5, y_bound=(25, 346), random_state=0).fit(X, y)
-        with pytest.warns(UserWarning, match="lets a prediction move"):
+        with pytest.warns(UserWarning, match="lets the intercept move"):
             DPLinearRegression(feature_norm=3.5, y_bound=(25, 346), norm_bound=3.0,
                                random_state=0).fit(X, y)

@@ -271,34 +271,42 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
     _SMALL_REACH = 0.1
 
     def _reach_warning(self):
-        """A numeric ``norm_bound`` B lets a prediction move at most ``B * X_aug``
-        from the centre of ``y_bound`` (from 0 without an intercept, where Y is
-        the largest |label| allowed; about that with ``"jl"``, whose model is
-        constrained in the projected space): far below the labels' half-range
-        Y, the model can hardly fit them (a default B = 10 on labels in dollars
-        predicted a near-constant, even at epsilon=inf)."""
+        """How far ``norm_bound`` B lets the model move a prediction: with an
+        intercept, the intercept alone moves it at most ``B * c`` (c =
+        ``feature_norm / 2``, its constant feature) from the centre of
+        ``y_bound``, where the labels are centred; without one, a row at
+        ``feature_norm`` reaches ``B * feature_norm`` (about that with
+        ``"jl"``, constrained in the projected space).  Under a tenth of the
+        labels' half-range Y (without an intercept, the largest |label|), the
+        model can hardly fit them: a default B = 10 on labels in dollars
+        predicted a near-constant, even at epsilon=inf, and on a claim cost
+        that is mostly 0 with y_bound=(0, 1e5) the intercept must move the
+        predictions from 50,000 to near 0 (a user trial's B = 1.8e4, suggested
+        by a rule counting the features too, still gave R^2 -41)."""
         if not isinstance(self.norm_bound, Real) or isinstance(self.norm_bound, bool):
             return []
         try:
             _, half_range, centre = self._public_loss()
-            reach = float(self.norm_bound) * float(np.hypot(
-                self._feature_norm(), self._intercept_feature(1) if self.fit_intercept else 0.0))
+            scale = (self._intercept_feature(1) if self.fit_intercept
+                     else float(self._feature_norm()))
+            reach = float(self.norm_bound) * float(scale)
         except (ValueError, TypeError, OverflowError):
             return []  # malformed bounds: refused with their own errors
         if not (math.isfinite(reach) and reach < self._SMALL_REACH * half_range):
             return []
         if self.fit_intercept:
-            where = (f"move about norm_bound * X_aug = {reach:.3g} from {centre:.6g}, the "
-                     "centre of y_bound (X_aug: feature_norm with the intercept feature), "
-                     f"under a tenth of the labels' half-range {half_range:.6g}")
+            where = (f"the intercept move a prediction at most norm_bound * feature_norm / 2 "
+                     f"= {reach:.3g} from {centre:.6g}, the centre of y_bound on which the "
+                     f"labels are centred, under a tenth of their half-range {half_range:.6g}")
+            remedy = "the intercept alone can then reach the ends of y_bound"
         else:
-            where = (f"reach about norm_bound * feature_norm = {reach:.3g} in absolute value "
-                     "(no intercept), under a tenth of the largest |label| y_bound allows, "
-                     f"{half_range:.6g}")
-        return [f"{type(self).__name__}: norm_bound={self.norm_bound!r} lets a prediction "
-                f"{where}: the model can hardly fit the labels, whatever epsilon. Raise "
-                f"norm_bound towards {half_range * float(self.norm_bound) / reach:.3g} (a row "
-                "at feature_norm can then reach the ends of y_bound), or use "
+            where = (f"a prediction reach about norm_bound * feature_norm = {reach:.3g} in "
+                     "absolute value (no intercept), under a tenth of the largest |label| "
+                     f"y_bound allows, {half_range:.6g}")
+            remedy = "a row at feature_norm can then reach the ends of y_bound"
+        return [f"{type(self).__name__}: norm_bound={self.norm_bound!r} lets {where}: the "
+                "model can hardly fit the labels, whatever epsilon. Raise norm_bound towards "
+                f"{half_range * float(self.norm_bound) / reach:.3g} ({remedy}), or use "
                 "norm_bound='auto'."]
 
     def __sklearn_tags__(self):
