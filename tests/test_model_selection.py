@@ -4774,3 +4774,19 @@ def test_text_vectorizers_learn_unless_given_their_vocabulary_without_idf():
                       "HashingVectorizer"):
         search.fit(docs, labels)
     assert "janedoe1984" in search.best_estimator_[0].vocabulary_  # what it warned of
+
+
+def test_leaky_steps_of_a_transformed_target_regressor():
+    # A StandardScaler as its transformer keeps the unnoised mean of the labels
+    # (transformer_.mean_); leaky_steps raised the searches' refusal of it
+    # instead of listing it (user trial).
+    from sklearn.compose import TransformedTargetRegressor
+    from sklearn.preprocessing import FunctionTransformer
+
+    scaled = TransformedTargetRegressor(_reg(), transformer=StandardScaler())
+    assert leaky_steps(scaled) == ["'transformer' (StandardScaler)"]
+    logged = TransformedTargetRegressor(make_pipeline(StandardScaler(), _reg()),
+                                        func=np.log1p, inverse_func=np.expm1)
+    assert leaky_steps(logged) == ["'regressor__standardscaler' (StandardScaler)"]
+    public = TransformedTargetRegressor(_reg(), transformer=FunctionTransformer(np.log1p))
+    assert leaky_steps(public) == []

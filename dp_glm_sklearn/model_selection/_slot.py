@@ -19,7 +19,7 @@ from numbers import Integral
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone, is_classifier
-from sklearn.compose import ColumnTransformer, make_column_selector
+from sklearn.compose import ColumnTransformer, TransformedTargetRegressor, make_column_selector
 from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer, TfidfVectorizer
 from sklearn.impute import SimpleImputer
 from sklearn.kernel_approximation import RBFSampler
@@ -120,7 +120,9 @@ def leaky_steps(estimator):
         A DP estimator, or a ``Pipeline`` (Pipelines may nest) whose last
         step is one; or a search or ``DPConfidenceBoosting``, for the
         estimator it fits in each setting of its grid (a random search: in
-        each setting it checks before the charge).
+        each setting it checks before the charge); or a
+        ``TransformedTargetRegressor`` around one of these (its
+        ``transformer``, fitted on the labels, is listed if it learns).
 
     Returns
     -------
@@ -156,6 +158,13 @@ def leaky_steps(estimator):
         search, estimator = estimator, estimator.estimator
     if not hasattr(estimator, "get_params"):
         raise TypeError(f"leaky_steps takes an estimator; got a {type(estimator).__name__}.")
+    if search is None and isinstance(estimator, TransformedTargetRegressor):
+        # (Its regressor fits on y transformed by a transformer fitted on y:
+        # a StandardScaler's mean and scale of the private labels, unnoised.)
+        transformer = estimator.transformer
+        return [f"'regressor__{part[1:]}" for part in leaky_steps(estimator.regressor)] + (
+            [f"'transformer' ({type(transformer).__name__})"]
+            if transformer is not None and _learns(transformer) else [])
     slot = _find_dp_slot(estimator)
     if hasattr(search, "param_grid"):
         settings += list(ParameterGrid(search.param_grid))
