@@ -77,13 +77,19 @@ def _check_comparable_scores(estimator, candidates, slot, scoring, what="grid"):
         scales.setdefault(_score_scale(owner, scoring), params)
     if len(scales) > 1:
         first, second = list(scales.values())[:2]
+        same_interval = len({scale[0] for scale in scales}) == 1 if scoring == "loss" else False
+        why = ("with scoring='loss' each candidate is scored by its own loss, so their "
+               "scores cannot be compared: a Huber loss with a smaller threshold is smaller "
+               "on the same residuals (the smallest threshold would always win); select on "
+               "an error that does not depend on it, such as the default scoring"
+               if same_interval else
+               f"each candidate's {scoring!r} clips the validation labels to its own "
+               "y_bound (and with scoring='loss' scores its own loss), so their scores "
+               "cannot be compared (the narrowest interval would always win)")
         raise ValueError(
             f"The search's {what} changes y_bound (or the loss's threshold with "
-            f"scoring='loss') between candidates ({first!r} and {second!r}): each "
-            f"candidate's {scoring!r} clips the validation labels to its own y_bound, so "
-            "their scores cannot be compared (the narrowest interval would always win). "
-            "Keep y_bound (and threshold) the same for every candidate and search the "
-            "other parameters."
+            f"scoring='loss') between candidates ({first!r} and {second!r}): {why}. "
+            "Keep y_bound the same for every candidate and search the other parameters."
         )
 
 
