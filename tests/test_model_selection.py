@@ -2593,8 +2593,9 @@ def test_leaky_steps_lists_what_the_searches_warn_about(clf_data):
     assert leaky_steps(_pipe(Normalizer())) == leaky_steps(_clf()) == []
     assert leaky_steps(Pipeline([("outer", StandardScaler()), ("inner", _pipe(Normalizer()))])) \
         == ["'outer' (StandardScaler)"]
-    with pytest.raises(ValueError, match="inside a TransformedTargetRegressor"):
-        leaky_steps(TransformedTargetRegressor(_reg()))
+    # (A TransformedTargetRegressor, which the searches refuse, is looked into:
+    # test_leaky_steps_of_a_transformed_target_regressor.)
+    assert leaky_steps(TransformedTargetRegressor(_reg())) == []
     # Another estimator's 'epsilon' (SVR's margin, inside RFE) is not the DP
     # estimator's: it was refused as a second one (red-team).
     from sklearn.feature_selection import RFE
