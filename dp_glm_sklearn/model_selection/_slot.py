@@ -20,7 +20,12 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, clone, is_classifier
 from sklearn.compose import ColumnTransformer, TransformedTargetRegressor, make_column_selector
-from sklearn.feature_extraction.text import CountVectorizer, TfidfTransformer, TfidfVectorizer
+from sklearn.feature_extraction.text import (
+    CountVectorizer,
+    HashingVectorizer,
+    TfidfTransformer,
+    TfidfVectorizer,
+)
 from sklearn.impute import SimpleImputer
 from sklearn.kernel_approximation import RBFSampler
 from sklearn.model_selection import ParameterGrid
@@ -265,6 +270,8 @@ def _learns(step):
     if type(step) in (OneHotEncoder, OrdinalEncoder):  # (a subclass may learn more)
         return (isinstance(step.categories, str) or step.min_frequency is not None
                 or step.max_categories is not None)
+    if type(step) is HashingVectorizer:  # (stateless; scikit-learn 1.6's tags say it needs a fit)
+        return False
     if type(step) is CountVectorizer:  # given its vocabulary, it counts each document alone
         return step.vocabulary is None
     if type(step) is TfidfVectorizer:  # and without idf weights, learned from the counts
