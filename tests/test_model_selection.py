@@ -4089,8 +4089,9 @@ def test_dp_score_refuses_labels_of_another_kind_than_the_classes(clf_data):
                                    accountant=acc).fit(X[:800], y[:800])
     spent = acc.spent()
     for model, labels in [(clf, y[800:]), (clf, pd.Series(y[800:]).astype("Int64")),
-                          (numeric, text[800:]), (numeric, pd.Series(text[800:])),
-                          (numeric, pd.Series(text[800:], dtype="string")),
+                          (numeric, text[800:]), (numeric, pd.Series(text[800:], dtype="string")),
+                          *([(numeric, pd.Series(text[800:]))]  # pandas 3's str (2's: object)
+                            if pd.Series(text[800:]).dtype != object else []),
                           (clf, text[800:].astype("S"))]:  # (bytes are not str classes)
         with pytest.raises(ValueError, match="no label would be a class.*Nothing was charged"):
             dp_score(model, X[800:], labels, accountant=acc)
