@@ -4039,6 +4039,69 @@ def test_dp_score_scores_a_text_pipeline_on_its_documents():
     assert abs(changed - exact) <= 1 / 500 + 1e-12
 
 
+@pytest.mark.parametrize("kind", ["dict of iterators", "tokens for an analyzer"])
+def test_dp_score_reads_each_record_once(kind):
+    # Records readable once that no parameter tells of (an iterator as a
+    # dict's value, tokens for a callable analyzer): when one record failed,
+    # the others were read again, exhausted, and scored as empty: one record
+    # moved a score of 200 from 1.0 to 0.5 (diff review). Each record now
+    # goes through the first step alone, once.
+    from sklearn.feature_extraction import DictVectorizer
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    from dp_glm_sklearn import dp_score
+
+    y = np.arange(200) % 2
+    tags = [["good", "great"] if t else ["bad", "awful"] for t in y]
+    dp = dict(epsilon=np.inf, feature_norm=2.0, classes=[0, 1],
+              accountant=PrivacyAccountant(epsilon=np.inf))
+    if kind == "dict of iterators":
+        pipe = make_pipeline(DictVectorizer(), DPLogisticRegression(**dp)).fit(
+            [{"tags": t} for t in tags], y)
+
+        def records():
+            return [{"tags": (w for w in t)} for t in tags]
+    else:
+        pipe = make_pipeline(HashingVectorizer(n_features=64, analyzer=list),
+                             DPLogisticRegression(**dp)).fit([list(t) for t in tags], y)
+
+        def records():
+            return [iter(t) for t in tags]
+    acc = PrivacyAccountant(epsilon=np.inf)
+    assert dp_score(pipe, records(), y, epsilon=np.inf, accountant=acc) == 1.0
+    broken = records()
+    broken[-1] = 3.5  # a record the first step cannot read
+    assert dp_score(pipe, broken, y, epsilon=np.inf, accountant=acc) == 1.0 - 1 / 200
+
+
+def test_dp_score_takes_records_for_scikit_learns_record_steps_only(clf_data):
+    # A step of the user's whose tags say it takes strings is not trusted to
+    # transform each record alone (or to read it alike every time).
+    from dp_glm_sklearn import dp_score
+
+    class TextLength(TransformerMixin, BaseEstimator):
+        def fit(self, X, y=None):
+            return self
+
+        def transform(self, X):
+            return np.array([[len(doc)] for doc in X], dtype=float)
+
+        def __sklearn_tags__(self):
+            tags = super().__sklearn_tags__()
+            tags.input_tags.string, tags.input_tags.two_d_array = True, False
+            tags.requires_fit = False
+            return tags
+
+    docs, y = ["a" * (i % 7) for i in range(100)], np.arange(100) % 2
+    pipe = make_pipeline(TextLength(), DPLogisticRegression(
+        feature_norm=10.0, classes=[0, 1], epsilon=np.inf,
+        accountant=PrivacyAccountant(epsilon=np.inf))).fit(docs, y)
+    acc = PrivacyAccountant(epsilon=np.inf)
+    with pytest.raises((TypeError, ValueError), match="Nothing was charged"):
+        dp_score(pipe, docs, y, epsilon=np.inf, accountant=acc)
+    assert acc.history == []
+
+
 def test_dp_score_refuses_records_that_may_be_read_once():
     # With open files (input="file") or token iterables (FeatureHasher), the
     # records read before one failed were exhausted when read again: one

@@ -40,22 +40,52 @@ from ._slot import _find_dp_slot, _parts
 
 
 def _first_step_takes_records(estimator):
-    """The first step of a Pipeline ``estimator`` if it takes one record per
-    item, documents or dicts: one of scikit-learn's text vectorizers, a
-    ``DictVectorizer`` or a ``FeatureHasher`` (whose records read alike every
-    time they are read, :func:`_refuse_read_once_records`); else None.  (A
-    step of another kind whose tags say it takes such records is not taken:
-    its records could be read once.)"""
+    """The first step of a Pipeline ``estimator`` (at its top level) if it
+    takes one record per item, documents or dicts: one of scikit-learn's text
+    vectorizers, a ``DictVectorizer`` or a ``FeatureHasher``, which transform
+    each record alone; else None.  (A step of another kind, even one whose
+    tags say it takes such records, is not taken.)"""
     if not isinstance(estimator, Pipeline):
         return None
     for _, step in estimator.steps:
         if step is None or (isinstance(step, str) and step == "passthrough"):
             continue
-        if isinstance(step, Pipeline):
-            return _first_step_takes_records(step)
         records = (HashingVectorizer, CountVectorizer, DictVectorizer, FeatureHasher)
         return step if isinstance(step, records) else None
     return None
+
+
+def _records_read_once(estimator, X):
+    """``(rest, rows, failed)``: each record of X put through the first step
+    (:func:`_first_step_takes_records`) alone, read once; ``rest`` the
+    Pipeline of the steps after it, ``rows`` their input (a failed record's
+    row is a copy of another's), ``failed`` the records whose step raised,
+    scored as the bound.  A record may be readable once only (an iterator in
+    a dict's value, tokens for a callable analyzer): scoring the batch and,
+    when it failed, the records again, read the exhausted ones as empty, and
+    one record moved every other loss (a score of 1.0 to 0.5)."""
+    steps = estimator.steps
+    index = next(i for i, (_, step) in enumerate(steps)
+                 if not (step is None or (isinstance(step, str) and step == "passthrough")))
+    first, rest = steps[index][1], Pipeline(steps[index + 1:])
+    n_samples = num_samples(X)
+    rows, failed = [], np.zeros(n_samples, dtype=bool)
+    for i in range(n_samples):
+        try:
+            with np.errstate(all="ignore"):
+                row = first.transform(safe_indexing(X, [i]))
+            if row.shape[0] != 1:
+                raise ValueError("not one row")
+            rows.append(row)
+        except Exception:  # (which record failed, and why, is not shown)
+            failed[i] = True
+            rows.append(None)
+    good = next((row for row in rows if row is not None), None)
+    if good is None:
+        return rest, None, failed
+    rows = [good if row is None else row for row in rows]
+    stacked = sp.vstack(rows, format="csr") if sp.issparse(good) else np.vstack(rows)
+    return rest, stacked, failed
 
 
 def _refuse_read_once_records(estimator):
@@ -420,7 +450,13 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     _check_release(accountant, events, epsilon, delta)  # before the data is read
     with _streams_given_back_if_refused(accountant):
         rng = _release_rng(random_state, accountant)  # (an unusable random_state fails here)
-        losses = _total_losses(estimator, slot, scoring, X, column_or_1d(y), bound)
+        if _first_step_takes_records(estimator) is not None:
+            rest, rows, failed = _records_read_once(estimator, X)
+            losses = np.full(len(failed), float(bound)) if rows is None else np.where(
+                failed, bound, _total_losses(rest, _find_dp_slot(rest), scoring, rows,
+                                             column_or_1d(y), bound))
+        else:
+            losses = _total_losses(estimator, slot, scoring, X, column_or_1d(y), bound)
         accountant._record(events, source=f"dp_score(scoring={scoring!r})")
     score = (1.0 if scoring == "accuracy" else 0.0) - float(np.mean(losses))
     return float(add_gaussian_noise(score, sigma, rng))
