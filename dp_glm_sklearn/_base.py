@@ -42,7 +42,12 @@ from ._sklearn_compat import (
     fit_context,
     float_or_inf,
 )
-from ._validation import _duplicates_summed, _fit_n_samples, _validate_data_quietly
+from ._validation import (
+    _duplicates_summed,
+    _fit_n_samples,
+    _validate_data_quietly,
+    check_sparse_structure,
+)
 from ._warn import warn_user
 from .mechanisms import (
     MECHANISMS,
@@ -214,6 +219,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         """
         # Finiteness is checked whatever scikit-learn's assume_finite says: a
         # NaN or inf would be trained on after the charge and released.
+        check_sparse_structure(X)  # (before scipy converts it)
         with config_context(assume_finite=False):
             X, y = _validate_data_quietly(self, X, y, accept_sparse="csr",
                                           dtype=[np.float64, np.float32],

@@ -526,6 +526,7 @@ def _fit_n_samples(X, y, name):
     if y is None:
         raise ValueError(f"This {name} estimator requires y to be passed, "
                          "but the target y is None.")
+    check_sparse_structure(X)  # (before anything indexes or converts it)
     return _n_samples(X, name)
 
 
@@ -548,6 +549,35 @@ def _n_samples(X, name, what="X"):
                 raise
     raise ValueError(f"{name}: {what} is a scalar (not shown: it is a value of the data); "
                      f"expected {expected}.")
+
+
+def check_sparse_structure(X):
+    """Refuse a CSR, CSC or COO matrix whose index arrays are invalid (changed
+    in place: scipy checks them only when the matrix is built), before
+    anything converts it: a CSC matrix's conversion to CSR wrote out of
+    bounds through an index of -1 or 10**6 (heap corruption, a crash), and
+    a fit trained on what it left.  Other formats are checked by scipy as it
+    converts them."""
+    if not sp.issparse(X):
+        return
+    if X.format in ("csr", "csc"):
+        major, minor = X.shape if X.format == "csr" else X.shape[::-1]
+        indptr, indices = X.indptr, X.indices
+        nnz = int(indptr[-1]) if len(indptr) else -1
+        ok = (len(indptr) == major + 1 and indptr[0] == 0 and bool(np.all(np.diff(indptr) >= 0))
+              and nnz <= min(len(indices), len(X.data))
+              and (nnz == 0 or (indices[:nnz].min() >= 0 and indices[:nnz].max() < minor)))
+    elif X.format == "coo":
+        row, col = X.row, X.col
+        ok = len(row) == len(col) == len(X.data) and (len(row) == 0 or (
+            row.min() >= 0 and row.max() < X.shape[0] and col.min() >= 0
+            and col.max() < X.shape[1]))
+    else:
+        return
+    if not ok:
+        raise ValueError("Input X is a malformed sparse matrix: its index arrays are "
+                         "inconsistent or point outside its shape (changed in place after the "
+                         "matrix was built?). Nothing was charged.")
 
 
 def _duplicates_summed(X):

@@ -610,6 +610,39 @@ def test_the_canonical_format_check_agrees_with_a_row_by_row_reference(monkeypat
         np.testing.assert_allclose(canonical.toarray(), A.toarray())
 
 
+@pytest.mark.parametrize("fmt, change", [
+    ("csc", lambda X: X.indices.__setitem__(0, -1)),
+    ("csc", lambda X: X.indices.__setitem__(0, 10**6)),
+    ("coo", lambda X: X.row.__setitem__(0, 99)),
+    ("csr", lambda X: X.indptr.__setitem__(3, 0)),
+])
+def test_malformed_index_arrays_of_any_format_are_refused_before_scipy_converts_them(
+        fmt, change):
+    # scipy's CSC-to-CSR conversion, run by the input check before the CSR
+    # checks, wrote out of bounds through a bad index (heap corruption or a
+    # crash) and the fit was charged (final diff review).
+    from dp_glm_sklearn import DPGridSearchCV
+    from dp_glm_sklearn.model_selection import dp_score
+
+    rng = np.random.default_rng(0)
+    y = rng.normal(size=50)
+    good = DPLinearRegression(feature_norm=1.0, y_bound=1.0, epsilon=1.0,
+                              accountant=PrivacyAccountant()).fit(
+        sp.random(50, 5, density=0.4, format="csr", random_state=0), y)
+    acc = PrivacyAccountant(epsilon=10.0)
+    for fit in (lambda X: DPLinearRegression(feature_norm=1.0, y_bound=1.0, epsilon=1.0,
+                                             accountant=acc).fit(X, y),
+                lambda X: DPGridSearchCV(DPLinearRegression(feature_norm=1.0, y_bound=1.0),
+                                         {"norm_bound": [1.0, 2.0]}, epsilon=1.0,
+                                         accountant=acc).fit(X, y),
+                lambda X: dp_score(good, X, y, epsilon=1.0, accountant=acc)):
+        X = sp.random(50, 5, density=0.4, format=fmt, random_state=0)
+        change(X)
+        with pytest.raises(ValueError, match="malformed sparse matrix.*Nothing was charged"):
+            fit(X)
+    assert acc.history == []
+
+
 @pytest.mark.parametrize("index", [9, -1])
 def test_a_column_index_out_of_range_is_refused_before_the_charge(index):
     # scipy checks the indices when the matrix is built, not after a change in

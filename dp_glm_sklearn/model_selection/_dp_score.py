@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 from .._base import checked_privacy, warn_large_delta
 from .._randomness import _release_rng, _streams_given_back_if_refused
 from .._sklearn_compat import InvalidParameterError, num_samples, safe_indexing
-from .._validation import _column_names, _is_text_dtype
+from .._validation import _column_names, _is_text_dtype, check_sparse_structure
 from ..privacy.accountant import PrivacyAccountant, _check_release
 from ..privacy.calibration import gdp_mu, gdp_sigma
 from ..privacy.events import GaussianEvent
@@ -144,6 +144,7 @@ def _checked_layout(estimator, X):
                 "Series of them. Nothing was charged.")
         return X
     if sp.issparse(X):
+        check_sparse_structure(X)  # (before scipy converts it)
         X = X.tocsr()
     shape = getattr(X, "shape", None)
     if shape is None:
