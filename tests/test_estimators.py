@@ -2039,7 +2039,7 @@ def test_a_norm_bound_far_too_small_for_the_labels_warns(Est, fit_intercept):
     message = next(str(w.message) for w in rec if "norm_bound=10.0 lets" in str(w.message))
     if fit_intercept:
         reach, half = 0.5, 25000
-        assert "the intercept move a prediction at most norm_bound * feature_norm / 2 = 5 " \
+        assert "the intercept move a prediction about norm_bound * feature_norm / 2 = 5 " \
             "from 25000, the centre of y_bound" in message and f"half-range {half}" in message
     else:
         reach, half = 1.0, 50000

@@ -10,6 +10,7 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 
 from .._base import _BaseDPGLM
 from .._doc import format_doc
+from .._objective import _MAX_BOUND
 from .._sklearn_compat import Interval, InvalidParameterError, float_or_inf
 from .._validation import shown_dtype
 from .._warn import silenced, warn_user
@@ -275,8 +276,8 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
         intercept, the intercept alone moves it at most ``B * c`` (c =
         ``feature_norm / 2``, its constant feature) from the centre of
         ``y_bound``, where the labels are centred; without one, a row at
-        ``feature_norm`` reaches ``B * feature_norm`` (about that with
-        ``"jl"``, constrained in the projected space).  Under a tenth of the
+        ``feature_norm`` reaches ``B * feature_norm`` (about that: ``"jl"``
+        constrains its model in the projected space, at radius 2B).  Under a tenth of the
         labels' half-range Y (without an intercept, the largest |label|), the
         model can hardly fit them: a default B = 10 on labels in dollars
         predicted a near-constant, even at epsilon=inf, and on a claim cost
@@ -295,7 +296,7 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
         if not (math.isfinite(reach) and reach < self._SMALL_REACH * half_range):
             return []
         if self.fit_intercept:
-            where = (f"the intercept move a prediction at most norm_bound * feature_norm / 2 "
+            where = (f"the intercept move a prediction about norm_bound * feature_norm / 2 "
                      f"= {reach:.3g} from {centre:.6g}, the centre of y_bound on which the "
                      f"labels are centred, under a tenth of their half-range {half_range:.6g}")
             remedy = "the intercept alone can then reach the ends of y_bound"
@@ -304,10 +305,10 @@ class _DPRegressorBase(RegressorMixin, _BaseDPGLM):
                      "absolute value (no intercept), under a tenth of the largest |label| "
                      f"y_bound allows, {half_range:.6g}")
             remedy = "a row at feature_norm can then reach the ends of y_bound"
+        suggested = min(half_range * float(self.norm_bound) / reach, _MAX_BOUND)
         return [f"{type(self).__name__}: norm_bound={self.norm_bound!r} lets {where}: the "
                 "model can hardly fit the labels, whatever epsilon. Raise norm_bound towards "
-                f"{half_range * float(self.norm_bound) / reach:.3g} ({remedy}), or use "
-                "norm_bound='auto'."]
+                f"{suggested:.3g} ({remedy}), or use norm_bound='auto'."]
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -86,10 +86,11 @@ def _check_comparable_scores(estimator, candidates, slot, scoring, what="grid"):
                f"each candidate's {scoring!r} clips the validation labels to its own "
                "y_bound (and with scoring='loss' scores its own loss), so their scores "
                "cannot be compared (the narrowest interval would always win)")
+        keep = ("Search the threshold with another scoring" if same_interval else
+                "Keep y_bound the same for every candidate and search the other parameters")
         raise ValueError(
             f"The search's {what} changes y_bound (or the loss's threshold with "
-            f"scoring='loss') between candidates ({first!r} and {second!r}): {why}. "
-            "Keep y_bound the same for every candidate and search the other parameters."
+            f"scoring='loss') between candidates ({first!r} and {second!r}): {why}. {keep}."
         )
 
 
