@@ -50,10 +50,9 @@ _PARAMS_BODY = """norm_bound : float in [1e-100, 1e100] or "auto", default={norm
         of a constant feature ``c = feature_norm / 2`` appended to each row). The
         sensitivity of the mechanisms grows with B for the squared loss; the
         solution is searched within B (``"noisy_gd"`` releases a model of norm
-        at most B; ``"output_perturbation"`` adds its noise to such a model
-        and projects the result back onto the ball; ``"jl"`` maps back a model
-        of norm at most 2B in the projected space, so its model can be
-        larger). {norm_bound_note} ``"auto"`` chooses
+        at most B; ``"output_perturbation"`` adds its noise to such a model, and
+        ``"jl"`` maps back a model of norm at most 2B in the projected space, so
+        theirs can be larger). {norm_bound_note} ``"auto"`` chooses
         B privately within the same (epsilon, delta): the paper's private grid
         search over radii ``unit * 2^j`` (Algorithm 4, with
         :class:`~dp_glm_sklearn.DPGridSearchCV`; ``unit`` is ``Y / X_aug`` for

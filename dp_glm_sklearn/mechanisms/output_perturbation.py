@@ -328,18 +328,12 @@ def certified_minimizer(objective, l2, accuracy, max_steps):
 
 
 def output_perturbation(objective, calibration, rng):
-    """Release ``w_a + N(0, sigma**2 I)`` projected onto the ball; returns
-    ``(theta, max_steps)``.
+    """Release ``w_a + N(0, sigma**2 I)``; returns ``(theta, max_steps)``.
 
     ``w_a`` is :func:`certified_minimizer` of the lambda-regularized
     constrained risk; the noise is drawn by
-    :func:`~dp_glm_sklearn.privacy.noise.add_gaussian_noise`.  The projection
-    onto ``||theta|| <= norm_bound`` is post-processing of the release (public
-    radius), and brings it no farther from any point of the ball, the
-    minimizers included: with a small ``l2_regularization`` the noise alone
-    put models 3x outside the ball (R^2 -82 against -10 projected, user trial).
+    :func:`~dp_glm_sklearn.privacy.noise.add_gaussian_noise`.
     """
     p = calibration.params
     theta = certified_minimizer(objective, p["l2"], p["accuracy"], p["max_steps"])
-    released = add_gaussian_noise(theta, calibration.sigma, rng)
-    return project_ball(released, objective.problem.norm_bound), p["max_steps"]
+    return add_gaussian_noise(theta, calibration.sigma, rng), p["max_steps"]
