@@ -494,9 +494,10 @@ def _unquoted(exc, name):
     if message.startswith("could not convert"):
         return ValueError(f"{name}: X and y must be numeric; a value could not be "
                           "converted to float (not shown here: it is a value of the data). "
-                          "Turn text into numbers first with a public, row-wise step in a "
-                          "Pipeline (a HashingVectorizer for documents, a OneHotEncoder given "
-                          "its categories for a text column).")
+                          "If the text is in X, turn it into numbers first with a public, "
+                          "row-wise step in a Pipeline (a HashingVectorizer for documents, a "
+                          "OneHotEncoder given its categories for a text column); a regressor's "
+                          "y must be numbers.")
     if message.startswith("setting an array element with a sequence"):
         return ValueError(f"{name}: X and y must be arrays of numbers; an entry is itself "
                           "a sequence (rows of different lengths, or cells holding lists).")
@@ -512,12 +513,14 @@ def _unquoted(exc, name):
     # (an object array or a list holding it).
     if message == "boolean value of NA is ambiguous" or (
             message.startswith("float() argument must be") and "NAType" in message):
-        # (scikit-learn's own steps fail on pd.NA too: a SimpleImputer in
-        # the pipeline raises this very error, so "impute" is not the remedy.)
+        # (scikit-learn's own steps fail on pd.NA too: a SimpleImputer with its
+        # default missing_values raises this very error.)
         return ValueError(f"{name}: Input contains pandas' missing value pd.NA, which "
-                          "scikit-learn's steps (SimpleImputer included) do not take: replace "
-                          "it with np.nan first (e.g. X.astype(object).where(X.notna(), "
-                          "np.nan)), then drop those rows or impute with public values.")
+                          "scikit-learn's steps do not take by default (a SimpleImputer "
+                          "neither, unless given missing_values=pd.NA): replace it with np.nan "
+                          "first (np.where(pd.isna(X), np.nan, X)), then drop those rows or "
+                          "impute with public values, or put SimpleImputer(missing_values=pd.NA, "
+                          "strategy='constant', fill_value=...) first in the Pipeline.")
     return None
 
 

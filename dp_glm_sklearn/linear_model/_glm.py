@@ -39,8 +39,9 @@ _PARAMS_HEAD = """epsilon : float in (0, 1e300] or inf, default=1.0
         stated) is 1.0, with a warning: it suits rows normalized to unit norm, e.g. by
         :class:`sklearn.preprocessing.Normalizer`, a row-wise transform that
         is private in itself. The bounds the training derives from this one
-        and ``norm_bound`` (the norm of a row with its intercept feature,
-        ``2 * norm_bound`` for ``"jl"``) must lie in [1e-100, 1e100] too.
+        and ``norm_bound`` (the norm of a row with its intercept feature; for
+        ``"jl"``, and for ``"auto"``, which considers it, ``2 * norm_bound``
+        and the projected rows' larger norm) must lie in [1e-100, 1e100] too.
         Never estimate it from the data you protect: a bound read from the
         data leaks it."""
 
