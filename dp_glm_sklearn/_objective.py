@@ -214,18 +214,6 @@ def _sorted_without_duplicates(X):
     return True
 
 
-def column_indices_in_range(X):
-    """Whether every stored column index of a CSR matrix lies in
-    ``[0, n_features)`` (a few MB at a time).  scipy checks this only when the
-    matrix is built: indices changed in place after that released a NaN
-    model, or corrupted memory, after the charge."""
-    indices, nnz, width = X.indices, int(X.indptr[-1]), X.shape[1]
-    for lo in range(0, nnz, _CANONICAL_BLOCK):
-        block = indices[lo:min(nnz, lo + _CANONICAL_BLOCK)]
-        if block.size and (block.min() < 0 or block.max() >= width):
-            return False
-    return True
-
 
 # Rows whose largest |entry| exceeds max(feature_norm, 1) * 2**_TAME_EXPONENT
 # are tamed (tame_exponents_and_norms).

@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.utils.validation import validate_data
 
-from ._objective import canonical_rows, column_indices_in_range
+from ._objective import canonical_rows
 from ._sklearn_compat import num_samples
 
 
@@ -593,10 +593,7 @@ def _duplicates_summed(X):
     if not sp.issparse(X):
         return X
     X = X.tocsr()
-    if not column_indices_in_range(X):
-        raise ValueError("Input X is a malformed sparse matrix: a stored column index lies "
-                         "outside [0, n_features) (changed in place after the matrix was "
-                         "built?). Nothing was charged.")
+    check_sparse_structure(X)  # (a preprocessing step's output is checked here too)
     X = canonical_rows(X)
     if not np.isfinite(X.data).all():
         raise ValueError(
