@@ -36,28 +36,27 @@ from ..privacy.events import GaussianEvent
 from ..privacy.noise import add_gaussian_noise
 from ._scores import _SCORINGS_NOTE, SCORINGS, _check_scoring, _score_bound, _validation_losses
 from ._search import _BaseDPSearch
-from ._slot import _find_dp_slot, _parts
+from ._slot import _find_dp_slot, _parts, _runs
 
 
-def _first_step_takes_records(estimator):
-    """The first step of a Pipeline ``estimator`` (at its top level) if it
-    takes one record per item, documents or dicts: one of scikit-learn's text
-    vectorizers, a ``DictVectorizer`` or a ``FeatureHasher``, which transform
-    each record alone; else None.  (A step of another kind, even one whose
-    tags say it takes such records, is not taken.)"""
+def _record_step(estimator):
+    """The index in a Pipeline ``estimator`` (at its top level) of its first
+    step that runs, if that step takes one record per item, documents or
+    dicts: one of scikit-learn's text vectorizers, a ``DictVectorizer`` or a
+    ``FeatureHasher``, which transform each record alone; else None.  (A
+    step of another kind, even one whose tags say it takes such records, is
+    not taken.)"""
     if not isinstance(estimator, Pipeline):
         return None
-    for _, step in estimator.steps:
-        if step is None or (isinstance(step, str) and step == "passthrough"):
-            continue
-        records = (HashingVectorizer, CountVectorizer, DictVectorizer, FeatureHasher)
-        return step if isinstance(step, records) else None
-    return None
+    index = next((i for i, (_, step) in enumerate(estimator.steps) if _runs(step)), None)
+    records = (HashingVectorizer, CountVectorizer, DictVectorizer, FeatureHasher)
+    return index if index is not None and isinstance(estimator.steps[index][1], records) \
+        else None
 
 
-def _records_read_once(estimator, X):
-    """``(rest, rows, failed)``: each record of X put through the first step
-    (:func:`_first_step_takes_records`) alone, read once; ``rest`` the
+def _records_read_once(estimator, index, X):
+    """``(rest, rows, failed)``: each record of X put through the step
+    ``index`` (:func:`_record_step`) alone, read once; ``rest`` the
     Pipeline of the steps after it, ``rows`` their input (a failed record's
     row is a copy of another's), ``failed`` the records whose step raised,
     scored as the bound.  A record may be readable once only (an iterator in
@@ -65,8 +64,6 @@ def _records_read_once(estimator, X):
     when it failed, the records again, read the exhausted ones as empty, and
     one record moved every other loss (a score of 1.0 to 0.5)."""
     steps = estimator.steps
-    index = next(i for i, (_, step) in enumerate(steps)
-                 if not (step is None or (isinstance(step, str) and step == "passthrough")))
     first, rest = steps[index][1], Pipeline(steps[index + 1:])
     n_samples = num_samples(X)
     rows, failed = [], np.zeros(n_samples, dtype=bool)
@@ -109,7 +106,7 @@ def _refuse_read_once_records(estimator):
                 "(input_type='dict'). Nothing was charged.")
 
 
-def _checked_layout(estimator, X):
+def _checked_layout(estimator, X, record_step):
     """X, its layout checked against the model before the charge (public facts).
 
     The layout of an array, a sparse matrix or a frame (its dimensions,
@@ -123,14 +120,14 @@ def _checked_layout(estimator, X):
     moment one failed).  A list of rows has no schema, only records: its
     width read from the first record made that one record decide whether
     dp_score raised, and not reading it charged for a score of bounds; it
-    is refused, by its type, for the caller to convert.
+    is refused, by its type, for the caller to convert.  ``record_step``:
+    :func:`_record_step` of ``estimator``.
     """
     if isinstance(X, np.matrix):
         raise TypeError("dp_score does not take np.matrix; convert X with np.asarray. "
                         "Nothing was charged.")
     _refuse_read_once_records(estimator)
-    first = _first_step_takes_records(estimator)
-    if first is not None:
+    if record_step is not None:
         # One record per item (a document, a dict): a list is converted item
         # by item (np.asarray would split equal-length sequences into columns).
         if isinstance(X, (list, tuple)):
@@ -139,7 +136,8 @@ def _checked_layout(estimator, X):
             X = items
         if len(getattr(X, "shape", ())) != 1:
             raise ValueError(
-                f"dp_score: the model's first step ({type(first).__name__}) takes one "
+                f"dp_score: the model's first step "
+                f"({type(estimator.steps[record_step][1]).__name__}) takes one "
                 "record per item (a document or a dict): give X as a list, a 1-D array or a "
                 "Series of them. Nothing was charged.")
         return X
@@ -438,7 +436,8 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
                          f"shape {y_shape}.")
     if is_classifier(owner):
         _check_label_kind(owner.classes_, y)
-    X = _checked_layout(estimator, X)
+    record_step = _record_step(estimator)
+    X = _checked_layout(estimator, X, record_step)
     epsilon, delta = checked_privacy("dp_score", epsilon, delta, n_samples,
                                      lambda: accountant.delta)
     warn_large_delta(None, delta, n_samples, name="dp_score")
@@ -451,8 +450,8 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
     _check_release(accountant, events, epsilon, delta)  # before the data is read
     with _streams_given_back_if_refused(accountant):
         rng = _release_rng(random_state, accountant)  # (an unusable random_state fails here)
-        if _first_step_takes_records(estimator) is not None:
-            rest, rows, failed = _records_read_once(estimator, X)
+        if record_step is not None:
+            rest, rows, failed = _records_read_once(estimator, record_step, X)
             losses = np.full(len(failed), float(bound)) if rows is None else np.where(
                 failed, bound, _total_losses(rest, _find_dp_slot(rest), scoring, rows,
                                              column_or_1d(y), bound))

@@ -20,7 +20,7 @@ from .._sklearn_compat import safe_indexing
 from .._validation import _column_names, _duplicates_summed, _unquoted
 from .._warn import silenced
 from ._pickling import pickling_failure
-from ._slot import _fresh, _step_seeds, _transform
+from ._slot import _fresh, _runs, _step_seeds, _transform
 
 #: Beginnings of scikit-learn's input-validation messages that quote no value
 #: of the data, nor a count that a preprocessing step could make private.
@@ -176,7 +176,7 @@ def _refuses_sparse_layout(head, X, exc):
         return False
     first = head
     while isinstance(first, Pipeline):  # (a nested Pipeline's first step sees X too)
-        steps = [step for _, step in first.steps if step not in (None, "passthrough")]
+        steps = [step for _, step in first.steps if _runs(step)]
         if not steps:
             return False
         first = steps[0]

@@ -573,6 +573,11 @@ def _head(estimator):
     return Pipeline([(f"step{i}", step) for i, (_, step) in enumerate(steps)]) if steps else None
 
 
+def _runs(step):
+    """Whether a Pipeline step runs (not None or ``"passthrough"``)."""
+    return not (step is None or (isinstance(step, str) and step == "passthrough"))
+
+
 def _transform(head, X):
     """X through the fitted steps of ``head`` (:func:`_head`), each step's own
     ``transform``, as the Pipelines holding the DP estimator run them in
@@ -582,7 +587,7 @@ def _transform(head, X):
     Pipeline that predicts.  (A step that is itself a Pipeline ending in such
     a step still fails its own check, in predict too: refused before the charge.)"""
     for _, step in head.steps:
-        if step is not None and not (isinstance(step, str) and step == "passthrough"):
+        if _runs(step):
             X = step.transform(X)
     return X
 
