@@ -814,10 +814,17 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             # installs a throwaway one there.
             est.set_params(**{slot.key("accountant"): None})
             # fixed first: a candidate's own classes win over those read from y
-            # (the budget keys cannot be in params: _check_grid_keys).
+            # (the budget keys cannot be in params: _check_grid_keys) ...
+            merged = {**fixed, **_cloned(params), **extra}
+            classes = slot.key("classes")
+            if classes in fixed and merged[classes] is None:
+                # ... but classes=None in the grid means the classes read once
+                # from all of y: read again from a candidate's training part,
+                # a class absent from it failed the fit after the charge, with
+                # a probability that depends on the private labels.
+                merged[classes] = fixed[classes]
             delayed_jobs.append(delayed(_fit_candidate)(
-                est, {**fixed, **_cloned(params), **extra}, slot, X, y, os.getpid(),
-                steps_seed))
+                est, merged, slot, X, y, os.getpid(), steps_seed))
         # Silenced here, around all the candidates: the warnings filters are
         # process-wide, so the threading backend's workers are silenced too
         # (_fit_candidate silences a worker process itself).
