@@ -73,8 +73,13 @@ class SpendRecord:
         What the release cost.
     source : str or None
         Who released it (e.g. ``"DPLogisticRegression.fit"``).
-    timestamp : datetime.datetime
-        When it was recorded (local time, timezone-aware).
+    timestamp : datetime.datetime or None
+        When it was recorded (local time, timezone-aware); None in a copy
+        restored from a pickle.  Pickles leave the times out: the gaps
+        between charges are running times, which depend on the data (the
+        random search's secret number of candidates, an output-perturbation
+        solver's passes), and a pickled model, which carries its accountant,
+        is what gets published.
     total_epsilon : float
         Epsilon of the whole ledger after this charge, at the accountant's
         delta, a valid guarantee: the full composition (:func:`compose`) if
@@ -92,7 +97,7 @@ class SpendRecord:
 
     events: tuple
     source: str | None
-    timestamp: datetime
+    timestamp: datetime | None
     total_epsilon: float
 
 
@@ -687,8 +692,9 @@ class PrivacyAccountant:
     def report(self):
         """A table of the releases, their costs and the running total.
 
-        One row per charge: time, source, events, the charge's own epsilon
-        and the total epsilon after it, both at the accountant's delta (the
+        One row per charge: time (empty in a copy restored from a pickle),
+        source, events, the charge's own epsilon and the total epsilon after
+        it, both at the accountant's delta (the
         total as in :attr:`SpendRecord.total_epsilon`: the last row's is the
         full composition, an earlier row's may be a valid looser bound).
 
@@ -702,7 +708,8 @@ class PrivacyAccountant:
         columns = ["time", "source", "events", "epsilon", "total epsilon"]
         rows = [
             [
-                record.timestamp.strftime("%Y-%m-%d %H:%M:%S"),
+                ("" if record.timestamp is None
+                 else record.timestamp.strftime("%Y-%m-%d %H:%M:%S")),
                 record.source or "",
                 ", ".join(map(repr, record.events)),
                 compose(record.events, self._delta),
@@ -749,7 +756,10 @@ class PrivacyAccountant:
             state = {
                 "epsilon": self._epsilon,
                 "delta": self._delta,
-                "records": tuple(self._records),
+                # Without the times (SpendRecord.timestamp): their gaps are
+                # running times, which depend on the data.
+                "records": tuple(replace(record, timestamp=None)
+                                 for record in self._records),
             }
         return _restore_accountant, (self._uid, self._home, state)
 
