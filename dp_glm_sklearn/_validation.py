@@ -563,6 +563,11 @@ def check_sparse_structure(X):
     converts them."""
     if not sp.issparse(X):
         return
+    if X.ndim != 2:
+        # scipy's sparse arrays may be 1-D (or n-D COO); the structure check
+        # below assumed two axes and failed with an IndexError of its own.
+        raise ValueError(f"Expected 2D input, got a sparse array of shape {X.shape} instead: "
+                         "reshape it to (n_samples, n_features). Nothing was charged.")
     if X.format in ("csr", "csc"):
         major, minor = X.shape if X.format == "csr" else X.shape[::-1]
         indptr, indices = X.indptr, X.indices

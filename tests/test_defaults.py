@@ -643,6 +643,33 @@ def test_malformed_index_arrays_of_any_format_are_refused_before_scipy_converts_
     assert acc.history == []
 
 
+@pytest.mark.parametrize("make", ["coo_array", "csr_array"])
+def test_a_1d_sparse_array_gets_the_2d_error_before_the_charge(make):
+    # scipy's sparse arrays may be 1-D: the structure check unpacked two axes
+    # and failed with an IndexError or "not enough values to unpack".
+    from dp_glm_sklearn import DPGridSearchCV
+    from dp_glm_sklearn.model_selection import dp_score
+
+    if not hasattr(sp, make):
+        pytest.skip(f"scipy has no {make}")
+    try:
+        X = getattr(sp, make)(np.arange(1.0, 31.0))
+    except (TypeError, ValueError):
+        pytest.skip("this scipy has no 1-D sparse arrays")
+    y = np.linspace(-1, 1, 30)
+    good = DPLinearRegression(feature_norm=1.0, y_bound=1.0, epsilon=1.0,
+                              accountant=PrivacyAccountant()).fit(np.ones((30, 1)), y)
+    acc = PrivacyAccountant(epsilon=10.0)
+    for fit in (lambda: DPLinearRegression(feature_norm=1.0, y_bound=1.0, accountant=acc).fit(X, y),
+                lambda: DPGridSearchCV(DPLinearRegression(feature_norm=1.0, y_bound=1.0),
+                                       {"norm_bound": [1.0, 2.0]}, epsilon=1.0,
+                                       accountant=acc).fit(X, y),
+                lambda: dp_score(good, X, y, epsilon=1.0, accountant=acc)):
+        with pytest.raises(ValueError, match=r"Expected 2D input.*shape \(30,\)"):
+            fit()
+    assert acc.history == []
+
+
 @pytest.mark.parametrize("index", [9, -1])
 def test_a_column_index_out_of_range_is_refused_before_the_charge(index):
     # scipy checks the indices when the matrix is built, not after a change in
