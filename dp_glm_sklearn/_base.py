@@ -36,6 +36,7 @@ from ._randomness import (
     _streams_given_back_if_refused,
 )
 from ._sklearn_compat import (
+    RANDOM_STATE,
     Interval,
     InvalidParameterError,
     StrOptions,
@@ -186,7 +187,7 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         "method": [StrOptions(set(MECHANISMS))],
         "projection_dim": [Interval(Integral, 1, None, closed="left"), None],
         "l2_regularization": [Interval(Real, 0, None, closed="neither"), None],
-        "random_state": ["random_state", np.random.Generator],
+        "random_state": RANDOM_STATE,
         "accountant": [PrivacyAccountant, None],
     }
 

@@ -48,7 +48,7 @@ def _release_rng(random_state, accountant):
     own stream every time: refitting gives the same model, and fits sharing
     a seed there are not independent releases (docs/randomness.md).
     """
-    if isinstance(random_state, Integral):  # (True is the seed 1, as numpy reads it)
+    if isinstance(random_state, Integral):  # (True and False: refused by the constraints)
         stream = accountant._seed_stream(int(random_state))
         if stream:
             return np.random.default_rng(

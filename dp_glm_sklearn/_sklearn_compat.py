@@ -267,3 +267,11 @@ else:  # scikit-learn's own class, which callers may catch by name
                 # raises a TypeError naming no parameter.  Judged as a float.
                 val = float_or_inf(val)
             return super().is_satisfied_by(val)
+
+
+#: The ``random_state`` constraint: scikit-learn's ``"random_state"`` (an int in
+#: [0, 2**32 - 1], a RandomState or None) and a numpy Generator, without
+#: ``True`` and ``False``: numpy reads True as the seed 1, and meant as
+#: "random" it would fix the noise, a known seed that removes the privacy.
+RANDOM_STATE = [Interval(Integral, 0, 2**32 - 1, closed="both"), np.random.RandomState,
+                np.random.Generator, None]

@@ -234,3 +234,41 @@ def test_a_fitted_searchs_diagram_shows_best_estimator():
     assert "best_estimator_: DPLogisticRegression" not in search._repr_html_()
     search.fit(X, y)
     assert "best_estimator_: DPLogisticRegression" in search._repr_html_()
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_a_boolean_random_state_is_refused_before_the_charge(value):
+    # numpy reads True as the seed 1: meant as "random", it fixed the noise
+    # (a known seed, no privacy), estimators and searches alike (edge-case
+    # trial).  Booleans are refused as they are for epsilon or max_iter.
+    from dp_glm_sklearn import (
+        DPConfidenceBoosting,
+        DPGridSearchCV,
+        DPLinearRegression,
+        DPRandomizedSearchCV,
+        PrivacyAccountant,
+    )
+    from dp_glm_sklearn._sklearn_compat import InvalidParameterError
+    from dp_glm_sklearn.model_selection import dp_score
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3))
+    y = X @ [0.1, 0.2, 0.3]
+    acc = PrivacyAccountant(epsilon=100.0)
+    model = DPLinearRegression(feature_norm=3.0, y_bound=1.0, accountant=PrivacyAccountant())
+    model.fit(X, y)
+    base = DPLinearRegression(feature_norm=3.0, y_bound=1.0)
+    fits = [lambda: DPLinearRegression(feature_norm=3.0, y_bound=1.0, random_state=value,
+                                       accountant=acc).fit(X, y),
+            lambda: DPGridSearchCV(base, {"norm_bound": [1.0, 2.0]}, random_state=value,
+                                   accountant=acc).fit(X, y),
+            lambda: DPGridSearchCV(clone(base).set_params(random_state=value),
+                                   {"norm_bound": [1.0]}, accountant=acc).fit(X, y),
+            lambda: DPRandomizedSearchCV(base, {"norm_bound": [1.0, 2.0]}, random_state=value,
+                                         accountant=acc).fit(X, y),
+            lambda: DPConfidenceBoosting(base, random_state=value, accountant=acc).fit(X, y),
+            lambda: dp_score(model, X, y, epsilon=1.0, random_state=value, accountant=acc)]
+    for fit in fits:
+        with pytest.raises(InvalidParameterError, match=f"'random_state'.*Got {value}"):
+            fit()
+    assert acc.history == []

@@ -406,7 +406,8 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
             f"'PrivacyAccountant' or None. Got {accountant!r} instead.")
     if not (random_state is None
             or isinstance(random_state, (np.random.RandomState, np.random.Generator))
-            or (isinstance(random_state, Integral) and 0 <= random_state <= 2**32 - 1)):
+            or (isinstance(random_state, Integral) and not isinstance(random_state, bool)
+                and 0 <= random_state <= 2**32 - 1)):
         # (As the estimators' random_state; a SeedSequence or a list of ints
         # numpy would take, 2**40, -1 or a str failed in numpy's words.)
         raise InvalidParameterError(

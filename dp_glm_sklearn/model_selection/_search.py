@@ -96,6 +96,7 @@ from .._randomness import (
     _streams_given_back_if_refused,
 )
 from .._sklearn_compat import (
+    RANDOM_STATE,
     HasMethods,
     Interval,
     InvalidParameterError,
@@ -488,7 +489,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         # the charge.
         "n_jobs": [Interval(Integral, None, -1, closed="right"),
                    Interval(Integral, 1, _MAX_N_JOBS, closed="both"), None],
-        "random_state": ["random_state", np.random.Generator],
+        "random_state": RANDOM_STATE,
         "accountant": [PrivacyAccountant, None],
     }
 
