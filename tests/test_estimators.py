@@ -218,11 +218,12 @@ def test_an_integer_seed_never_gives_two_releases_of_one_ledger_the_same_noise()
                             epsilon=1.0, random_state=0, accountant=acc)
     a, b = (clone(search).fit(X, y).best_estimator_.coef_ for _ in range(2))
     assert not np.allclose(a, b)  # independent noise, sd ~0.1 a coordinate: P < 1e-12
-    # True is the seed 1 as numpy reads it: it was not counted, and every fit
-    # with random_state=True drew the same noise (adversarial review).
+    # A numpy integer is the seed of its value, counted with it (True, the
+    # seed 1 to numpy, was not counted, and every fit with random_state=True
+    # drew the same noise: adversarial review; booleans are refused now).
     ledger = PrivacyAccountant(epsilon=10.0, delta=1e-5)
     fits = [DPLinearRegression(epsilon=1.0, random_state=seed, accountant=ledger, **kw).fit(X, y)
-            for seed in (True, True, 1)]
+            for seed in (np.int64(1), np.uint32(1), 1)]
     assert not np.allclose(fits[0].coef_, fits[1].coef_)
     assert not np.allclose(fits[1].coef_, fits[2].coef_)
     # Without an accountant of the user's (the process's built-in default),
