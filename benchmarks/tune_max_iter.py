@@ -3,8 +3,9 @@
 For each data set and epsilon, the median test metric (utility protocol of
 ``benchmarks/utility.py``: 5 splits x 5 noise seeds, delta = 1e-5) for a range
 of fixed step counts T, next to the T that the default rule
-``clip(round(n * mu / 10), 5, 100)`` picks (for the logistic loss the cap
-is ``clip(5e6 / n, 50, 100)``, 100 at these n). Prints a table and saves it, with a
+``clip(round(n * mu / 10), 5, 100)`` picks (``n * mu / 5`` for the Huber
+loss; for the logistic loss the cap is ``clip(5e6 / n, 50, 100)``, 100 at
+these n). Prints a table and saves it, with a
 plot, under ``benchmarks/results/``.
 
 Run: ``python benchmarks/tune_max_iter.py [--quick]``
@@ -21,12 +22,17 @@ import numpy as np
 HERE = pathlib.Path(__file__).parent
 sys.path.insert(0, str(HERE.parent))  # benchmark the checkout, installed or not
 
-from dp_glm_sklearn import DPLogisticRegression  # noqa: E402
+from dp_glm_sklearn import DPHuberRegressor, DPLinearRegression, DPLogisticRegression  # noqa: E402
 from dp_glm_sklearn._demo import DATASETS, evaluate  # noqa: E402
-from dp_glm_sklearn.mechanisms.noisy_gd import default_max_iter  # noqa: E402
+from dp_glm_sklearn.losses import HuberLoss, LogisticLoss, SquaredLoss  # noqa: E402
+from dp_glm_sklearn.mechanisms.noisy_gd import default_max_iter, step_rule  # noqa: E402
 from dp_glm_sklearn.privacy.calibration import gdp_mu  # noqa: E402
 
 RESULTS = HERE / "results"
+#: The loss of each estimator, for its step rule (a Huber threshold's value
+#: does not enter the rule).
+LOSSES = {DPLinearRegression: SquaredLoss(), DPHuberRegressor: HuberLoss(1.0),
+          DPLogisticRegression: LogisticLoss()}
 
 
 def main():
@@ -45,10 +51,11 @@ def main():
         n = len(spec["load"](return_X_y=True)[1])
         n_train = n - math.ceil(0.25 * n)  # train_test_split(test_size=0.25)
         for eps in epsilons:
-            # The estimators' rule (default_steps): compute-capped for the
-            # logistic loss (the same T at these n, below 5e4).
+            # The estimators' rule (default_steps): twice the steps for the
+            # Huber loss, compute-capped for the logistic loss (the same T
+            # at these n, below 5e4).
             rule = default_max_iter(n_train, gdp_mu(eps, delta),
-                                    compute_capped=spec["estimator"] is DPLogisticRegression)
+                                    **step_rule(LOSSES[spec["estimator"]]))
             meds, iqrs = [], []
             for T in steps:
                 with warnings.catch_warnings():

@@ -97,7 +97,19 @@ def test_default_steps_cap_the_logistic_losses_only(loss, capped):
     problem = PublicProblem(loss, 200_000, 10, 1.0, 1.0, 1.0, 2.0)
     assert default_steps(problem, 1.0) == (50 if capped else 100)
     small = PublicProblem(loss, 1_000, 10, 1.0, 1.0, 1.0, 2.0)
-    assert default_steps(small, 0.5) == 50  # the n mu / 10 rule, below both caps
+    # the n mu / 10 rule below both caps; n mu / 5 for the Huber loss
+    assert default_steps(small, 0.3) == (60 if isinstance(loss, HuberLoss) else 30)
+
+
+@pytest.mark.parametrize("threshold", [0.01, 1.0, 1e6])
+def test_default_steps_of_the_huber_loss_are_twice_the_squared_losses(threshold):
+    # The rule of the Huber loss is n mu / 5 whatever its threshold (public
+    # or not, it does not enter T), within the same limits of 5 and 100 steps.
+    for n, mu in [(100, 0.01), (331, 0.3), (331, 1.0), (1000, 0.2), (10**5, 1.0)]:
+        huber = default_steps(PublicProblem(HuberLoss(threshold), n, 10, 1.0, 1.0, 1.0, 2.0), mu)
+        squared = default_steps(PublicProblem(SquaredLoss(), n, 10, 1.0, 1.0, 1.0, 2.0), mu)
+        assert huber == int(np.clip(round(n * mu / 5), 5, 100))
+        assert squared == int(np.clip(round(n * mu / 10), 5, 100))
 
 
 def test_estimators_use_the_capped_default():

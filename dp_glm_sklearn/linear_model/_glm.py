@@ -71,7 +71,8 @@ _PARAMS_BODY = """norm_bound : float in [1e-100, 1e100] or "auto", default={norm
         Number of noisy gradient steps T of ``"noisy_gd"`` and ``"jl"``.
         ``None`` uses ``clip(round(n_samples * mu / 10), 5, 100)`` with mu
         the Gaussian DP parameter of (epsilon, delta), a rule fitted on
-        ``benchmarks/tune_max_iter.py``; for the logistic loss the cap is a
+        ``benchmarks/tune_max_iter.py`` (``n_samples * mu / 5`` for the
+        Huber loss, whose steps are less noisy); for the logistic loss the cap is a
         compute budget, ``clip(5e6 / n, 50, 100)`` (50 steps from n = 1e5:
         pass ``max_iter=100`` for a smaller optimization error, see
         :func:`~dp_glm_sklearn.mechanisms.noisy_gd.default_max_iter`).
