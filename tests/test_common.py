@@ -8,6 +8,7 @@ estimators take numpy and scipy.sparse input only).
 import inspect
 import warnings
 
+import numpy as np
 import pytest
 from sklearn.base import BaseEstimator
 from sklearn.pipeline import make_pipeline
@@ -98,6 +99,22 @@ def test_every_dp_estimator_declares_it_may_score_poorly():
     for est in (dp_glm_sklearn.DPLinearRegression(), dp_glm_sklearn.DPHuberRegressor()):
         assert get_tags(est).regressor_tags.poor_score
     assert get_tags(dp_glm_sklearn.DPLogisticRegression()).classifier_tags.poor_score
+
+
+def test_every_estimator_and_wrapper_says_it_needs_y():
+    # The searches and boosting copied the wrapped estimator's type and score
+    # tags but left target_tags.required False, while they refuse y=None.
+    from sklearn.utils import get_tags
+
+    X = np.random.default_rng(0).normal(size=(50, 2))
+    for inner in (dp_glm_sklearn.DPLinearRegression(), dp_glm_sklearn.DPLogisticRegression()):
+        assert get_tags(inner).target_tags.required
+        for wrapper in (dp_glm_sklearn.DPGridSearchCV(inner, {"norm_bound": [1.0, 2.0]}),
+                        dp_glm_sklearn.DPRandomizedSearchCV(inner, {"norm_bound": [1.0, 2.0]}),
+                        dp_glm_sklearn.DPConfidenceBoosting(inner)):
+            assert get_tags(wrapper).target_tags.required, type(wrapper).__name__
+            with pytest.raises(ValueError, match="requires y to be passed"):
+                wrapper.fit(X, None)
 
 
 def _with_own_accountant():

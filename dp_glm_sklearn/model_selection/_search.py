@@ -1144,6 +1144,8 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         tags.classifier_tags = sub.classifier_tags
         tags.regressor_tags = sub.regressor_tags
         tags.input_tags.sparse = sub.input_tags.sparse
+        # The DP estimators need y (and the searches refuse y=None).
+        tags.target_tags.required = sub.target_tags.required
         tags.non_deterministic = not _fits_replay_seeds(
             lambda: self._accountant(_find_dp_slot(self.estimator)))
         return tags
