@@ -719,6 +719,20 @@ def test_labels_of_mixed_types_get_a_message_of_their_own(classes):
     assert acc.history == []
 
 
+@pytest.mark.parametrize("dtype", [None, object])
+def test_bytes_labels_get_scikit_learns_bytes_message_not_mixed(dtype):
+    # Labels all of type bytes were reported as "mixes labels of different
+    # types" (edge-case trial); scikit-learn's own message names bytes.
+    X, _ = _regression(n=30, d=2)
+    acc = PrivacyAccountant(epsilon=10.0)
+    y = np.array([b"yes", b"no"] * 15, dtype=dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PrivacyLeakWarning)
+        with pytest.raises(TypeError, match="bytes"):
+            DPLogisticRegression(accountant=acc).fit(X, y)
+    assert acc.history == []
+
+
 def test_mixed_type_classes_are_refused_and_array_bounds_accepted():
     X, y = _regression(n=30, d=2)
     # np.asarray([0, "a"]) is ["0", "a"]: label 0 then matched no class.

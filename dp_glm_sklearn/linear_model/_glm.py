@@ -213,11 +213,15 @@ def _sorted_labels(function, *arrays):
     'str'"); a missing label (None among strings) is named as such."""
     try:
         return function(*arrays)
-    except TypeError:
-        pass
-    if any(label is None or (isinstance(label, float) and label != label)
-           for label in np.asarray(arrays[0], dtype=object).ravel()):
+    except TypeError as exc:
+        error = exc
+    labels = np.asarray(arrays[0], dtype=object).ravel()
+    if any(label is None or (isinstance(label, float) and label != label) for label in labels):
         raise ValueError("y contains missing labels (None or NaN); drop those rows first.")
+    if len({type(label) for label in labels}) <= 1:
+        # One type, refused as such (scikit-learn's "labels represented as
+        # bytes are not supported", which quotes no label), not "mixed".
+        raise error
     raise ValueError(
         "y mixes labels of different types (such as strings and numbers) that cannot be "
         "compared; give labels of one type.")
