@@ -1895,7 +1895,8 @@ def test_random_search_refuses_distributions_over_what_it_must_check_before_draw
 
 def test_random_search_below_its_stopping_floor_is_refused_with_or_without_refit(reg_data):
     acc = PrivacyAccountant()
-    for refit, message in [(False, "what random stopping with a mean of 50.0 candidates costs"),
+    for refit, message in [(False, "accounting of random stopping with a mean of 50.0 "
+                                   "candidates certifies"),
                            (True, "with refit=True the search gets half of it")]:
         with pytest.raises(ValueError, match=message):
             DPRandomizedSearchCV(_reg(), {"norm_bound": [1.0, 2.0]}, epsilon=1e-4,

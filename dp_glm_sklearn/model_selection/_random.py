@@ -514,8 +514,9 @@ class DPRandomizedSearchCV(_BaseDPSearch):
                 raise
             raise ValueError(  # random_stopping_mu's message would quote epsilon / 2
                 f"epsilon={epsilon!r} is too small: with refit=True the search gets half of "
-                f"it, below what random stopping with mean={mean!r} costs even for runs "
-                "that reveal nothing; raise epsilon, lower mean_candidates, or use "
+                f"it, below the least that the accounting of random stopping with "
+                f"mean={mean!r} certifies (over dp-accounting's Renyi orders) however little "
+                "the runs reveal; raise epsilon, lower mean_candidates, or use "
                 "refit=False.") from None
         candidate_epsilon, mu_paid = _candidate_privacy(mu_run, delta_search,
                                                         remedy="lower mean_candidates")

@@ -711,12 +711,15 @@ def random_stopping_mu(epsilon, delta, mean, stopping="logarithmic"):
         return random_stopping_epsilon(mu, mean, delta, stopping) - epsilon
 
     if excess(1e-8) > 0.0:
-        # The log(E[K]) and log(1/gamma) terms do not vanish with mu.
+        # The log(E[K]) and log(1/gamma) terms do not vanish with mu at the
+        # highest order of the grid (they would at higher orders).
         floor = excess(1e-8) + epsilon
         raise ValueError(
-            f"epsilon={epsilon!r} is below {floor:.4g}, what random stopping with a mean of "
-            f"{mean!r} candidates costs at delta={delta:.3g} even for candidates that reveal "
-            "nothing; raise epsilon above it or lower the mean (DPRandomizedSearchCV's "
+            f"epsilon={epsilon!r} is below {floor:.4g}, the least that the accounting of "
+            f"random stopping with a mean of {mean!r} candidates certifies at "
+            f"delta={delta:.3g} (Papernot & Steinke's bound over dp-accounting's Renyi "
+            "orders, whose highest order keeps it above 0 however little the candidates "
+            "reveal); raise epsilon above it or lower the mean (DPRandomizedSearchCV's "
             "mean_candidates)."
         )
     return _largest_within(excess, 1e-8, 1.0)
