@@ -1861,7 +1861,7 @@ def test_a_delta_not_below_one_over_n_warns_once():
     assert len([w for w in record if "not below 1/n" in str(w.message)]) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        kw = dict(y_bound=1.0, feature_norm=1.0, accountant=PrivacyAccountant())
+        kw = dict(y_bound=1.0, feature_norm=1.0, norm_bound=5.0, accountant=PrivacyAccountant())
         DPLinearRegression(**kw).fit(X, y)  # delta=None
         DPLinearRegression(delta=1.0 / 301, **kw).fit(X, y)
 
@@ -1872,7 +1872,8 @@ def test_a_feature_norm_not_stated_warns_once_before_the_charge(Est):
     # a word: test R^2 -20075 for DPLinearRegression (expert review). None is 1.0,
     # with a warning that depends on the parameters only, as y_bound's.
     X, y = _regression(n=300, d=2)
-    extra = dict(classes=[0, 1]) if Est is DPLogisticRegression else dict(y_bound=1.0)
+    extra = dict(classes=[0, 1]) if Est is DPLogisticRegression else dict(y_bound=1.0,
+                                                                           norm_bound=1.0)
     if Est is DPLogisticRegression:
         y = (y > 0).astype(int)
     message = f"{Est.__name__}: feature_norm was not given, so rows of X with a norm above 1"
@@ -1891,7 +1892,7 @@ def test_a_feature_norm_not_stated_warns_once_before_the_charge(Est):
     assert acc.history == []
     # Once for norm_bound="auto" and each search, whatever the number of fits; the
     # random search too, from the settings it checks (never its draws).
-    for fit in (lambda: Est(norm_bound="auto", **extra).fit(X, y),
+    for fit in (lambda: Est(**{**extra, "norm_bound": "auto"}).fit(X, y),
                 lambda: DPGridSearchCV(Est(**extra), {"norm_bound": [1.0, 2.0]},
                                        refit=True).fit(X, y),
                 lambda: DPRandomizedSearchCV(Est(**extra), {"norm_bound": [1.0, 2.0]},
@@ -1938,11 +1939,12 @@ def test_a_label_range_not_stated_warns_once_before_the_charge(Est):
     np.testing.assert_array_equal(unstated.coef_, stated.coef_)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        Est(y_bound=(-1.0, 1.0), feature_norm=1.0, accountant=PrivacyAccountant()).fit(X, y)
+        Est(y_bound=(-1.0, 1.0), feature_norm=1.0, norm_bound=1.0,
+            accountant=PrivacyAccountant()).fit(X, y)
         # Before the charge: as an error, it leaves the ledger empty.
         acc = PrivacyAccountant()
         with pytest.raises(UserWarning, match="y_bound was not given"):
-            Est(feature_norm=1.0, accountant=acc).fit(X, y)
+            Est(feature_norm=1.0, norm_bound=1.0, accountant=acc).fit(X, y)
         assert acc.history == []
     # Once for norm_bound="auto" and for a search, whatever the number of fits.
     # (The random search shows this one: it depends on the template alone, and holds
@@ -2066,6 +2068,52 @@ def test_a_norm_bound_far_too_small_for_the_labels_warns(Est, fit_intercept):
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             Est(epsilon=3.0, norm_bound=norm_bound, random_state=0, **bounds).fit(X, y)
+
+
+def test_a_norm_bound_far_too_large_for_least_squares_warns_before_the_charge():
+    """Least squares' noise grows with B * X_aug (gradient bound (B X_aug + Y)
+    X_aug): the default norm_bound=10 on unit-scale labels gave R^2 -0.92
+    where norm_bound=1 gave 0.61 (n = 1000, epsilon 1), and a user trial's
+    labels in [-1, 1] R^2 -25, silently.  A warning from the parameters."""
+    from dp_glm_sklearn import DPGridSearchCV
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 3)) / 3
+    y = np.clip(X @ [0.5, -0.5, 0.5], -1, 1)
+    acc = PrivacyAccountant()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(UserWarning, match=(
+                r"norm_bound=10.0 lets a prediction reach norm_bound \* X_aug = 11.2 from the "
+                r"centre of y_bound, 11.2 times the labels' half-range, 1\..*lower norm_bound "
+                r"towards it \(0.894 lets a row.*'auto'.*DPHuberRegressor")):
+            DPLinearRegression(feature_norm=1.0, y_bound=1.0, accountant=acc).fit(X, y)
+        assert acc.history == []  # before the charge
+        with pytest.raises(UserWarning, match=r"reach norm_bound \* X_aug = 10.5 from 0, 10.5 "
+                                              r"times the largest \|label\| y_bound allows, 1\."):
+            DPLinearRegression(feature_norm=1.0, y_bound=1.0, norm_bound=10.5,
+                               fit_intercept=False, accountant=acc).fit(X, y)
+        assert acc.history == []
+        # Not far beyond the labels' reach (8.9 < 10), without noise, other
+        # losses, and radii the library or a search tries: no warning.
+        for est in (DPLinearRegression(norm_bound=8.0),
+                    DPLinearRegression(norm_bound=10.0, fit_intercept=False),
+                    DPLinearRegression(epsilon=np.inf),
+                    DPHuberRegressor(),
+                    DPLinearRegression(norm_bound="auto"),
+                    DPGridSearchCV(DPLinearRegression(feature_norm=1.0, y_bound=1.0),
+                                   {"norm_bound": [1.0, 100.0]}, refit=True)):
+            if not isinstance(est, DPGridSearchCV):
+                est.set_params(feature_norm=1.0, y_bound=1.0)
+            est.fit(X, y)
+    # A search over another parameter keeps the template's stated radius: once.
+    from dp_glm_sklearn import DPGridSearchCV as Search
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        Search(DPLinearRegression(feature_norm=1.0, y_bound=1.0), {"max_iter": [5, 10]},
+               refit=True).fit(X, y)
+    assert len([w for w in caught if "norm_bound=10.0 lets a prediction reach" in
+                str(w.message)]) == 1
 
 
 def test_the_reach_warning_suggests_room_for_the_intercept():

@@ -724,23 +724,33 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             reader = clone(plans[-1][0]).set_params(classes=None)
             fixed = {slot.key("classes"): reader._check_targets(y_checked, warn=True)}
         self._check_public_plans(plans, fits, fixed.get(slot.key("classes")), train_sizes,
-                                 self._parallel_fits(candidates, parts))
+                                 self._parallel_fits(candidates, parts),
+                                 any(slot.key("norm_bound") in params for params in possible))
         # The candidates' fits (a refit has all the rows), scored on the validation part.
         scored = [fit for fit in fits if fit[0] in train_sizes]
         self._check_loss_bounds(plans, scored, fixed.get(slot.key("classes")),
                                  max(len(val) for _, val in parts), train_sizes)
         return X, y, fixed
 
-    def _check_public_plans(self, plans, fits, classes, train_sizes, parallel):
+    def _check_public_plans(self, plans, fits, classes, train_sizes, parallel,
+                            searched_radius=False):
         """Run the public half of each planned fit (:func:`_planned_fits`); show
         their warnings.  The working memory of ``parallel`` candidates is
-        reserved at once (of one refit)."""
+        reserved at once (of one refit).  With ``searched_radius`` (the
+        candidates' ``norm_bound`` comes from the grid or the distributions,
+        or from ``norm_bound="auto"``'s radii) a radius's warning that it is
+        far larger than the labels need is not shown: the range is searched,
+        and the selection weighs it."""
         caught = []
         for fit_probe, n_samples, epsilon, delta, width, own, sparse, on_part in \
                 _planned_fits(plans, fits, classes, train_sizes):
             method = fit_probe._check_public_plan(n_samples, width, epsilon, delta, own, sparse,
                                                   parallel if on_part else 1)
-            caught += [(UserWarning, m) for m in fit_probe._plan_warnings(method, width)]
+            messages = fit_probe._plan_warnings(method, width)
+            if searched_radius and hasattr(fit_probe, "_large_reach_warning"):
+                large = fit_probe._large_reach_warning()
+                messages = [m for m in messages if m not in large]
+            caught += [(UserWarning, m) for m in messages]
         self._show_candidate_warnings(caught)
 
     def _check_loss_bounds(self, plans, fits, classes, n_val, train_sizes):
