@@ -57,8 +57,8 @@ Bounds against measurements (all three designs): the valid worst-case bound
 as implemented (``risk_bounds``, the CSV's bound column) over the measured
 median is 3-10x for output perturbation and a median 50x (up to 5000x) for
 Noisy GD and JL.  The rule therefore compares Theorems 1 and 2 only (Noisy
-GD or JL); with it auto meets the issue's criterion on the rank-5 grid (98%
-within 1.25x, worst 1.52) and scores 85% / 81% (worst 2.7 / 6.3) on ranks
+GD or JL); with it auto meets the issue's criterion on the rank-5 grid (100%
+within 1.25x, worst 1.18) and scores 85% / 81% (worst 2.7 / 6.3) on ranks
 20 / 50 (see benchmarks/README.md and the ``dp_glm_sklearn.mechanisms.auto``
 module docstring).
 

@@ -95,10 +95,10 @@ _PARAMS_BODY = """norm_bound : float in [1e-100, 1e100] or "auto", default={norm
           features is large next to ``(n * epsilon)**(2/3)``. The choice
           reads no data and is shown in ``method_``. On the synthetic
           benchmark (``benchmarks/rates.py``, signal rank 5) it was within
-          1.25x of the best of the three methods at 98% of the points (never
-          worse than 1.52x; always ``"noisy_gd"``: 77%, up to 16x); on designs
+          1.25x of the best of the three methods at all 48 points (never
+          worse than 1.18x; always ``"noisy_gd"``: 79%, up to 16x); on designs
           whose signal spreads over 20 or 50 directions, 85% and 81% (always
-          ``"noisy_gd"``: 88% and 94%); the worst points are 2.7x (rank 20)
+          ``"noisy_gd"``: 90% and 94%); the worst points are 2.7x (rank 20)
           and 6.3x (rank 50) worse for the squared loss with d >= 1000, where
           ``"noisy_gd"`` is the better choice.
         - ``"noisy_gd"``: noisy projected gradient descent with averaged
