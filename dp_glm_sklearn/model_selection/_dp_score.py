@@ -344,7 +344,13 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
         Accuracy (``"accuracy"``) or minus the mean clipped loss, plus
         Gaussian noise of standard deviation ``(bound / n_samples) / mu``
         with ``mu = gdp_mu(epsilon, delta)``; not clipped to the score's
-        range (clipping it is free post-processing, but biased).
+        range (clipping it is free post-processing, but biased).  The bound
+        decides the noise: on 1,500 records at epsilon 0.3 (delta 1e-6, mu
+        0.077), a label range of width 9.2 gives a standard deviation of 0.73
+        for the squared error (bound 85), as large as a typical error there,
+        against 0.08 for the absolute error (bound 9.2) and 0.009 for the
+        accuracy (bound 1).  A score's sign can then flip: a noisy
+        ``"neg_mean_squared_error"`` may come out positive.
 
     Raises
     ------
