@@ -669,3 +669,28 @@ def test_a_stream_is_given_back_only_if_no_later_one_was_taken():
     assert acc._seed_stream(8) == 0
     acc._give_back_streams(before)  # the release's own stream (8, 0) only
     assert acc._seed_stream(8) == 0 and acc._seed_stream(7) == 4
+
+
+def test_event_labels_name_the_release():
+    # A norm_bound="auto" fit's events were labelled "DPGridSearchCV: ..."
+    # and dp_score's had no label (user trial, reading acc.report()).
+    import warnings
+
+    import numpy as np
+
+    from dp_glm_sklearn import DPHuberRegressor, PrivacyAccountant
+    from dp_glm_sklearn.model_selection import dp_score
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 3))
+    y = X[:, 0]
+    acc = PrivacyAccountant(epsilon=10.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = DPHuberRegressor(feature_norm=3.0, y_bound=3.0, norm_bound="auto",
+                                 accountant=acc).fit(X, y)
+        dp_score(model, X, y, scoring="neg_mean_squared_error", accountant=acc)
+    auto, score = acc.history
+    assert [event.label.split(":")[0] for event in auto.events] == [
+        "DPHuberRegressor(norm_bound='auto')"] * 2
+    assert [event.label for event in score.events] == ["dp_score(neg_mean_squared_error)"]

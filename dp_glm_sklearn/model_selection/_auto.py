@@ -87,6 +87,7 @@ def _auto_norm_bound_search(estimator, n_samples, epsilon, delta, accountant=Non
     search._ledger_source = (f"{type(estimator).__name__}(norm_bound='auto', "
                              f"K={len(search.param_grid['norm_bound'])})")
     search._candidate_words = ("each radius norm_bound='auto' tries", "give a fixed norm_bound")
+    search._event_name = f"{type(estimator).__name__}(norm_bound='auto')"
     search._inner = True
     return search
 

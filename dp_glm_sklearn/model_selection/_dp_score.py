@@ -449,7 +449,7 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
                                      lambda: accountant.delta)
     warn_large_delta(None, delta, n_samples, name="dp_score")
     mu = gdp_mu(epsilon, delta)
-    events = [GaussianEvent(mu=mu)]
+    events = [GaussianEvent(mu=mu, label=f"dp_score({scoring})")]
     bound = _score_bound(estimator, slot, scoring)  # public: the model's bounds
     # The one calibration (rounded up; refuses a scale that underflows to 0,
     # which would release the exact score), before the charge.

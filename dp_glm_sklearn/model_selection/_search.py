@@ -1276,6 +1276,8 @@ class DPGridSearchCV(_BaseDPSearch):
     # Set by fit_auto_norm_bound on the search it runs: the wording of the
     # "budget too small" error and the source of its ledger entry.
     _candidate_words = ()
+    #: Names the search in its events' labels (norm_bound="auto" names itself).
+    _event_name = "DPGridSearchCV"
     _ledger_source = None
 
     _parameter_constraints: dict = {
@@ -1314,7 +1316,7 @@ class DPGridSearchCV(_BaseDPSearch):
                                 bounded_range_gdp_mu(selection_epsilon))
         events = [GaussianEvent(
             mu=mu_event,
-            label=f"DPGridSearchCV: {n_candidates} candidates || selection "
+            label=f"{self._event_name}: {n_candidates} candidates || selection "
                   f"(epsilon={selection_epsilon:.4g})",
         )]
         plan = dict(delta=delta, candidate_epsilon=candidate_epsilon, candidate_delta=delta,
@@ -1322,7 +1324,7 @@ class DPGridSearchCV(_BaseDPSearch):
         if self.refit:
             refit_epsilon, mu_refit_paid = _candidate_privacy(mu_refit, delta, "the refit",
                                                               _REFIT_REMEDY)
-            events.append(GaussianEvent(mu=mu_refit_paid, label="DPGridSearchCV: refit"))
+            events.append(GaussianEvent(mu=mu_refit_paid, label=f"{self._event_name}: refit"))
             plan.update(refit_epsilon=refit_epsilon, refit_delta=delta, mu_refit=mu_refit_paid)
         return plan
 
