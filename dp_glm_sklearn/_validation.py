@@ -16,10 +16,26 @@ from numbers import Number
 
 import numpy as np
 import scipy.sparse as sp
+from sklearn import get_config
 from sklearn.utils.validation import validate_data
 
 from ._objective import canonical_rows
 from ._sklearn_compat import num_samples
+
+
+def _refuse_array_api(data, name, what):
+    """Refuse array-API input (torch, array-api-strict, ...) under scikit-learn's
+    ``array_api_dispatch=True``: the estimators compute with numpy and scipy
+    only, and scikit-learn's check failed on it with a TypeError from inside
+    the array library ("'dtype' must be a dtype").  Without dispatch such an
+    array is converted with ``np.asarray``, as scikit-learn converts it."""
+    if (get_config().get("array_api_dispatch", False) and not isinstance(data, np.ndarray)
+            and not sp.issparse(data) and hasattr(data, "__array_namespace__")):
+        raise TypeError(
+            f"{name}: {what} is an array of the array API ({type(data).__module__}."
+            f"{type(data).__name__}), which is not supported: the estimators compute with "
+            "numpy and scipy only. Convert it with np.asarray (on the CPU) first, or turn "
+            "array_api_dispatch off. Nothing was charged.")
 
 
 def _validate_data_quietly(estimator, *args, **kwargs):
@@ -34,6 +50,7 @@ def _validate_data_quietly(estimator, *args, **kwargs):
     """
     name = type(estimator).__name__
     for data, what in zip(args, ("X", "y"), strict=False):  # (predict passes X alone)
+        _refuse_array_api(data, name, what)
         data = _dtyped(data, name, what)
         if data is None:  # checked here already, or refused by scikit-learn's own check
             continue

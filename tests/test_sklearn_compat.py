@@ -272,3 +272,42 @@ def test_a_boolean_random_state_is_refused_before_the_charge(value):
         with pytest.raises(InvalidParameterError, match=f"'random_state'.*Got {value}"):
             fit()
     assert acc.history == []
+
+
+def test_array_api_input_under_dispatch_gets_a_clear_error_before_the_charge(monkeypatch):
+    # scikit-learn's check failed on array-api-strict input with "'dtype' must
+    # be a dtype" from inside the array library (edge-case trial).  Faked
+    # here: dispatch on, and an array object exposing __array_namespace__.
+    import dp_glm_sklearn._validation as validation
+    from dp_glm_sklearn import DPLinearRegression, PrivacyAccountant
+
+    class APIArray:
+        def __init__(self, a):
+            self.a, self.shape, self.ndim, self.dtype = a, a.shape, a.ndim, a.dtype
+
+        def __array_namespace__(self, api_version=None):
+            return np
+
+        def __array__(self, dtype=None, copy=None):
+            return self.a
+
+        def __len__(self):
+            return len(self.a)
+
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(50, 3)), rng.normal(size=50)
+    model = DPLinearRegression(feature_norm=3.0, y_bound=3.0, accountant=PrivacyAccountant())
+    model.fit(X, y)
+    acc = PrivacyAccountant(epsilon=1.0)
+    monkeypatch.setattr(validation, "get_config", lambda: {"array_api_dispatch": True},
+                        raising=False)
+    for call in (lambda: DPLinearRegression(feature_norm=3.0, y_bound=3.0,
+                                            accountant=acc).fit(APIArray(X), y),
+                 lambda: model.predict(APIArray(X))):
+        with pytest.raises(TypeError, match=r"X is an array of the array API .*APIArray.*"
+                                            r"np.asarray.*Nothing was charged"):
+            call()
+    assert acc.history == []
+    model.predict(X)  # numpy input: fine
+    monkeypatch.setattr(validation, "get_config", lambda: {"array_api_dispatch": False})
+    np.testing.assert_array_equal(model.predict(APIArray(X)), model.predict(X))
