@@ -4893,3 +4893,12 @@ def test_leaky_steps_of_a_transformed_target_regressor():
     assert leaky_steps(logged) == ["'regressor__standardscaler' (StandardScaler)"]
     public = TransformedTargetRegressor(_reg(), transformer=FunctionTransformer(np.log1p))
     assert leaky_steps(public) == []
+    # Last in (nested) Pipelines, as a plain fit runs it: the steps before it
+    # and its own, by their set_params paths (it raised the searches' refusal).
+    nested = Pipeline([("outer", make_pipeline(Normalizer(), StandardScaler(), scaled))])
+    assert leaky_steps(nested) == [
+        "'outer__standardscaler' (StandardScaler)",
+        "'outer__transformedtargetregressor__transformer' (StandardScaler)"]
+    for path in ("outer__standardscaler", "outer__transformedtargetregressor__transformer"):
+        assert path in nested.get_params()
+    assert leaky_steps(make_pipeline(Normalizer(), public)) == []

@@ -163,13 +163,22 @@ def leaky_steps(estimator):
         search, estimator = estimator, estimator.estimator
     if not hasattr(estimator, "get_params"):
         raise TypeError(f"leaky_steps takes an estimator; got a {type(estimator).__name__}.")
-    if search is None and isinstance(estimator, TransformedTargetRegressor):
-        # (Its regressor fits on y transformed by a transformer fitted on y:
-        # a StandardScaler's mean and scale of the private labels, unnoised.)
-        transformer = estimator.transformer
-        return [f"'regressor__{part[1:]}" for part in leaky_steps(estimator.regressor)] + (
-            [f"'transformer' ({type(transformer).__name__})"]
-            if transformer is not None and _learns(transformer) else [])
+    if search is None:
+        # A TransformedTargetRegressor, alone or last in (nested) Pipelines,
+        # which the searches refuse but a plain fit runs: its regressor fits
+        # on y transformed by a transformer fitted on y (a StandardScaler's
+        # mean and scale of the private labels, unnoised).
+        head, prefix, last = [], "", estimator
+        while isinstance(last, Pipeline) and last.steps:
+            head += [(prefix + name, step) for name, step in last.steps[:-1]]
+            prefix += last.steps[-1][0] + "__"
+            last = last.steps[-1][1]
+        if isinstance(last, TransformedTargetRegressor):
+            transformer = last.transformer
+            return _leaky(head) + [
+                f"'{prefix}regressor__{part[1:]}" for part in leaky_steps(last.regressor)] + (
+                [f"'{prefix}transformer' ({type(transformer).__name__})"]
+                if transformer is not None and _learns(transformer) else [])
     slot = _find_dp_slot(estimator)
     if hasattr(search, "param_grid"):
         settings += list(ParameterGrid(search.param_grid))
