@@ -15,6 +15,8 @@ from numbers import Integral
 
 import numpy as np
 
+from ._sklearn_compat import InvalidParameterError
+
 
 def _rng(random_state):
     """A numpy Generator from ``random_state`` (None: seeded by the OS)."""
@@ -48,7 +50,14 @@ def _release_rng(random_state, accountant):
     own stream every time: refitting gives the same model, and fits sharing
     a seed there are not independent releases (docs/randomness.md).
     """
-    if isinstance(random_state, Integral):  # (True and False: refused by the constraints)
+    if isinstance(random_state, (bool, np.bool_)):
+        # (Refused by the parameter constraints too, which skip_parameter_validation
+        # turns off: this runs before every charge.)
+        raise InvalidParameterError(
+            f"random_state={random_state!r} is not a seed: numpy reads True as the seed 1, "
+            "fixed, known noise. Give an int, a numpy Generator or RandomState, or None "
+            "(fresh randomness from the operating system).")
+    if isinstance(random_state, Integral):
         stream = accountant._seed_stream(int(random_state))
         if stream:
             return np.random.default_rng(

@@ -104,13 +104,17 @@ def test_every_dp_estimator_declares_it_may_score_poorly():
 def test_every_estimator_and_wrapper_says_it_needs_y():
     # The searches and boosting copied the wrapped estimator's type and score
     # tags but left target_tags.required False, while they refuse y=None.
+    from sklearn.preprocessing import StandardScaler
     from sklearn.utils import get_tags
 
     X = np.random.default_rng(0).normal(size=(50, 2))
-    for inner in (dp_glm_sklearn.DPLinearRegression(), dp_glm_sklearn.DPLogisticRegression()):
-        assert get_tags(inner).target_tags.required
-        for wrapper in (dp_glm_sklearn.DPGridSearchCV(inner, {"norm_bound": [1.0, 2.0]}),
-                        dp_glm_sklearn.DPRandomizedSearchCV(inner, {"norm_bound": [1.0, 2.0]}),
+    for inner in (dp_glm_sklearn.DPLinearRegression(), dp_glm_sklearn.DPLogisticRegression(),
+                  make_pipeline(StandardScaler(), dp_glm_sklearn.DPLinearRegression())):
+        # (a Pipeline's own tags say it needs no y)
+        grid = {"max_iter": [5, 10]} if not hasattr(inner, "steps") else {
+            "dplinearregression__max_iter": [5, 10]}
+        for wrapper in (dp_glm_sklearn.DPGridSearchCV(inner, grid),
+                        dp_glm_sklearn.DPRandomizedSearchCV(inner, grid),
                         dp_glm_sklearn.DPConfidenceBoosting(inner)):
             assert get_tags(wrapper).target_tags.required, type(wrapper).__name__
             with pytest.raises(ValueError, match="requires y to be passed"):

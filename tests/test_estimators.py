@@ -2106,14 +2106,34 @@ def test_a_norm_bound_far_too_large_for_least_squares_warns_before_the_charge():
             if not isinstance(est, DPGridSearchCV):
                 est.set_params(feature_norm=1.0, y_bound=1.0)
             est.fit(X, y)
-    # A search over another parameter keeps the template's stated radius: once.
-    from dp_glm_sklearn import DPGridSearchCV as Search
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        Search(DPLinearRegression(feature_norm=1.0, y_bound=1.0), {"max_iter": [5, 10]},
-               refit=True).fit(X, y)
-    assert len([w for w in caught if "norm_bound=10.0 lets a prediction reach" in
-                str(w.message)]) == 1
+    # Radii a search tries, or norm_bound="auto" picks, are not flagged, in
+    # every search (a review found the random search, boosting and a grid
+    # over an "auto" template flagging them) ...
+    from scipy.stats import loguniform
+
+    from dp_glm_sklearn import DPConfidenceBoosting, DPRandomizedSearchCV
+
+    stated = DPLinearRegression(feature_norm=1.0, y_bound=1.0)
+    auto = DPLinearRegression(feature_norm=1.0, y_bound=1.0, norm_bound="auto")
+
+    def flagged(search):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            search.set_params(random_state=0, epsilon=5.0).fit(X, y)
+        return [str(w.message)[:45] for w in caught
+                if "lets a prediction reach" in str(w.message)]
+
+    for search in (DPRandomizedSearchCV(stated, {"norm_bound": [1.0, 100.0]}),
+                   DPRandomizedSearchCV(stated, {"norm_bound": loguniform(1, 100)}),
+                   DPConfidenceBoosting(auto), DPGridSearchCV(auto, {"max_iter": [5, 10]}),
+                   DPRandomizedSearchCV(auto, {"max_iter": [5, 10]})):
+        assert flagged(search) == [], search
+    # ... but a stated radius is, once, wherever the search keeps it.
+    for search in (DPGridSearchCV(stated, {"max_iter": [5, 10]}),
+                   DPGridSearchCV(stated, [{"norm_bound": [1.0, 2.0]}, {"max_iter": [5, 10]}]),
+                   DPRandomizedSearchCV(stated, {"max_iter": [5, 10]}),
+                   DPConfidenceBoosting(stated)):
+        assert flagged(search) == ["DPLinearRegression: norm_bound=10.0 lets a pr"], search
 
 
 def test_the_reach_warning_suggests_room_for_the_intercept():

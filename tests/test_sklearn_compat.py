@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from sklearn import config_context
 from sklearn.base import BaseEstimator, clone
 from sklearn.linear_model import LogisticRegression
 from sklearn.utils import _safe_indexing
@@ -271,6 +272,12 @@ def test_a_boolean_random_state_is_refused_before_the_charge(value):
     for fit in fits:
         with pytest.raises(InvalidParameterError, match=f"'random_state'.*Got {value}"):
             fit()
+        # Without the parameter checks too (they skip random_state): the
+        # seed is refused where the noise's generator is made, before the charge.
+        with config_context(skip_parameter_validation=True):
+            with pytest.raises(InvalidParameterError,
+                               match=f"random_state={value} is not a seed|Got {value} instead"):
+                fit()
     assert acc.history == []
 
 
@@ -301,9 +308,13 @@ def test_array_api_input_under_dispatch_gets_a_clear_error_before_the_charge(mon
     acc = PrivacyAccountant(epsilon=1.0)
     monkeypatch.setattr(validation, "get_config", lambda: {"array_api_dispatch": True},
                         raising=False)
+    from dp_glm_sklearn.model_selection import dp_score
+
     for call in (lambda: DPLinearRegression(feature_norm=3.0, y_bound=3.0,
                                             accountant=acc).fit(APIArray(X), y),
-                 lambda: model.predict(APIArray(X))):
+                 lambda: model.predict(APIArray(X)),
+                 # (dp_score scored every record as its bound, charged)
+                 lambda: dp_score(model, APIArray(X), y, accountant=acc)):
         with pytest.raises(TypeError, match=r"X is an array of the array API .*APIArray.*"
                                             r"np.asarray.*Nothing was charged"):
             call()

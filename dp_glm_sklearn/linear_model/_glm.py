@@ -493,7 +493,8 @@ class DPLinearRegression(_DPRegressorBase):
             return []
         origin, labels = (("the centre of y_bound", "the labels' half-range")
                           if self.fit_intercept else ("0", "the largest |label| y_bound allows"))
-        return [f"DPLinearRegression: norm_bound={self.norm_bound!r} lets a prediction reach "
+        radius = float(self.norm_bound)
+        return [f"DPLinearRegression: norm_bound={radius!r} lets a prediction reach "
                 f"norm_bound * X_aug = {reach:.3g} from {origin}, {reach / half_range:.3g} "
                 f"times {labels}, {half_range:.6g}. Least squares' noise grows "
                 "with that reach (its gradient bound is (norm_bound * X_aug + Y) * X_aug), "

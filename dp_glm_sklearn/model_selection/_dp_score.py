@@ -29,7 +29,12 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 from .._base import checked_privacy, warn_large_delta
 from .._randomness import _release_rng, _streams_given_back_if_refused
 from .._sklearn_compat import InvalidParameterError, num_samples, safe_indexing
-from .._validation import _column_names, _is_text_dtype, check_sparse_structure
+from .._validation import (
+    _column_names,
+    _is_text_dtype,
+    _refuse_array_api,
+    check_sparse_structure,
+)
 from ..privacy.accountant import PrivacyAccountant, _check_release
 from ..privacy.calibration import gdp_mu, gdp_sigma
 from ..privacy.events import GaussianEvent
@@ -422,6 +427,10 @@ def dp_score(estimator, X, y, *, scoring=None, epsilon=1.0, delta=None, accounta
             f"numpy.random.Generator or None. Got {random_state!r} instead.")
     if accountant is None:
         accountant = owner._accountant()  # its accountant parameter, else the default
+    # Array-API input under dispatch: refused here, before the charge (each
+    # prediction would fail, and every record would count as the bound).
+    _refuse_array_api(X, "dp_score", "X")
+    _refuse_array_api(y, "dp_score", "y")
     n_samples = num_samples(X)
     if n_samples < 1 or num_samples(y) != n_samples:
         raise ValueError(f"dp_score needs X and y with the same number of rows, at least 1; "

@@ -46,6 +46,7 @@ from ._search import (
     _BaseDPSearch,
     _candidate_privacy,
     _child_seeds,
+    _large_reach,
     _restore_accountant,
 )
 from ._slot import (
@@ -494,9 +495,13 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         the draws: K stays secret."""
         messages = {}
         for setting in self._possible_candidates(None, slot):
-            candidate = _with_params(self.estimator, setting)
-            bound_warnings = getattr(slot.owner(candidate), "_bound_warnings", None)
-            messages.update(dict.fromkeys(bound_warnings() if bound_warnings else []))
+            owner = slot.owner(_with_params(self.estimator, setting))
+            bound_warnings = getattr(owner, "_bound_warnings", None)
+            found = bound_warnings() if bound_warnings else []
+            if slot.key("norm_bound") in setting or owner.get_params().get("norm_bound") == "auto":
+                # A searched radius (or "auto"'s): not "far too large" (_check_public_plans).
+                found = [m for m in found if m not in _large_reach(owner)]
+            messages.update(dict.fromkeys(found))
         for message in messages:
             warn_user(message, UserWarning)
 

@@ -271,6 +271,13 @@ def _writable(a):
     return a
 
 
+def _large_reach(estimator):
+    """The warning that ``estimator``'s stated ``norm_bound`` is far larger than
+    its labels need (``DPLinearRegression`` only; ``[]`` for the others)."""
+    check = getattr(estimator, "_large_reach_warning", None)
+    return check() if check is not None else []
+
+
 def _planned_fits(plans, fits, classes, train_sizes):
     """Every fit the plans will run, before the charge: ``(estimator, n_samples,
     epsilon, delta, n_features, classes, sparse, on_part)``.
@@ -671,6 +678,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         train_sizes = {len(train) for train, _ in parts}
         refits = any(fit[0] not in train_sizes for fit in fits)  # (a fit on all rows)
         heads, checked, probed, plans = {}, {}, set(), []
+        searched_radii = set()  # the plans whose norm_bound is searched (see below)
         # Every value that could be drawn, then the draws: whether the random
         # search refuses a listed value must not depend on its secret K.
         for params in itertools.chain(possible, candidates):
@@ -713,6 +721,9 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             # failed after the charge).  (JL's working memory depends on X's
             # storage; after preprocessing it may differ between parts: None,
             # either.)
+            if slot.key("norm_bound") in params or \
+                    probe.get_params().get("norm_bound") == "auto":
+                searched_radii.add(len(plans))
             plans.append((probe, X_checked.shape[1], frozenset(widths),
                           sp.issparse(X_checked) if head is None else None))
         fixed = {}
@@ -724,8 +735,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             reader = clone(plans[-1][0]).set_params(classes=None)
             fixed = {slot.key("classes"): reader._check_targets(y_checked, warn=True)}
         self._check_public_plans(plans, fits, fixed.get(slot.key("classes")), train_sizes,
-                                 self._parallel_fits(candidates, parts),
-                                 any(slot.key("norm_bound") in params for params in possible))
+                                 self._parallel_fits(candidates, parts), searched_radii)
         # The candidates' fits (a refit has all the rows), scored on the validation part.
         scored = [fit for fit in fits if fit[0] in train_sizes]
         self._check_loss_bounds(plans, scored, fixed.get(slot.key("classes")),
@@ -733,24 +743,24 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         return X, y, fixed
 
     def _check_public_plans(self, plans, fits, classes, train_sizes, parallel,
-                            searched_radius=False):
+                            searched_radii=frozenset()):
         """Run the public half of each planned fit (:func:`_planned_fits`); show
         their warnings.  The working memory of ``parallel`` candidates is
-        reserved at once (of one refit).  With ``searched_radius`` (the
-        candidates' ``norm_bound`` comes from the grid or the distributions,
-        or from ``norm_bound="auto"``'s radii) a radius's warning that it is
-        far larger than the labels need is not shown: the range is searched,
-        and the selection weighs it."""
+        reserved at once (of one refit).  For the plans of ``searched_radii``
+        (indices: a ``norm_bound`` set by the grid or the distributions, or
+        ``"auto"``, whose radii the library picks) a radius's warning that it
+        is far larger than the labels need is not shown: the range is
+        searched, and the selection weighs it."""
         caught = []
-        for fit_probe, n_samples, epsilon, delta, width, own, sparse, on_part in \
-                _planned_fits(plans, fits, classes, train_sizes):
-            method = fit_probe._check_public_plan(n_samples, width, epsilon, delta, own, sparse,
-                                                  parallel if on_part else 1)
-            messages = fit_probe._plan_warnings(method, width)
-            if searched_radius and hasattr(fit_probe, "_large_reach_warning"):
-                large = fit_probe._large_reach_warning()
-                messages = [m for m in messages if m not in large]
-            caught += [(UserWarning, m) for m in messages]
+        for index, plan in enumerate(plans):
+            for fit_probe, n_samples, epsilon, delta, width, own, sparse, on_part in \
+                    _planned_fits([plan], fits, classes, train_sizes):
+                method = fit_probe._check_public_plan(n_samples, width, epsilon, delta, own,
+                                                      sparse, parallel if on_part else 1)
+                messages = fit_probe._plan_warnings(method, width)
+                if index in searched_radii:
+                    messages = [m for m in messages if m not in _large_reach(fit_probe)]
+                caught += [(UserWarning, m) for m in messages]
         self._show_candidate_warnings(caught)
 
     def _check_loss_bounds(self, plans, fits, classes, n_val, train_sizes):
@@ -1154,8 +1164,9 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         tags.classifier_tags = sub.classifier_tags
         tags.regressor_tags = sub.regressor_tags
         tags.input_tags.sparse = sub.input_tags.sparse
-        # The DP estimators need y (and the searches refuse y=None).
-        tags.target_tags.required = sub.target_tags.required
+        # The DP estimators need y, and the searches refuse y=None (a
+        # Pipeline's own tags say it does not need one).
+        tags.target_tags.required = True
         tags.non_deterministic = not _fits_replay_seeds(
             lambda: self._accountant(_find_dp_slot(self.estimator)))
         return tags
