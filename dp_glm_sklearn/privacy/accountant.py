@@ -692,9 +692,12 @@ class PrivacyAccountant:
     def report(self):
         """A table of the releases, their costs and the running total.
 
-        One row per charge: time (empty in a copy restored from a pickle),
-        source, events, the charge's own epsilon and the total epsilon after
-        it, both at the accountant's delta (the
+        One row per charge: time (empty in a copy restored from a pickle;
+        keep it out of what you publish: the gaps between charges are
+        running times, which depend on the data, such as the random search's
+        secret number of candidates), source, events, the charge's own
+        epsilon and the total epsilon after it, both at the accountant's
+        delta (the
         total as in :attr:`SpendRecord.total_epsilon`: the last row's is the
         full composition, an earlier row's may be a valid looser bound).
 
