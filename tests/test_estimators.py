@@ -1861,7 +1861,7 @@ def test_a_delta_not_below_one_over_n_warns_once():
     assert len([w for w in record if "not below 1/n" in str(w.message)]) == 1
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        kw = dict(y_bound=1.0, feature_norm=1.0, norm_bound=5.0, accountant=PrivacyAccountant())
+        kw = dict(y_bound=1.0, feature_norm=1.0, norm_bound=4.0, accountant=PrivacyAccountant())
         DPLinearRegression(**kw).fit(X, y)  # delta=None
         DPLinearRegression(delta=1.0 / 301, **kw).fit(X, y)
 
@@ -2089,15 +2089,15 @@ def test_a_norm_bound_far_too_large_for_least_squares_warns_before_the_charge():
                 r"towards it \(0.894 lets a row.*'auto'.*DPHuberRegressor")):
             DPLinearRegression(feature_norm=1.0, y_bound=1.0, accountant=acc).fit(X, y)
         assert acc.history == []  # before the charge
-        with pytest.raises(UserWarning, match=r"reach norm_bound \* X_aug = 10.5 from 0, 10.5 "
+        with pytest.raises(UserWarning, match=r"reach norm_bound \* X_aug = 5.5 from 0, 5.5 "
                                               r"times the largest \|label\| y_bound allows, 1\."):
-            DPLinearRegression(feature_norm=1.0, y_bound=1.0, norm_bound=10.5,
+            DPLinearRegression(feature_norm=1.0, y_bound=1.0, norm_bound=5.5,
                                fit_intercept=False, accountant=acc).fit(X, y)
         assert acc.history == []
-        # Not far beyond the labels' reach (8.9 < 10), without noise, other
-        # losses, and radii the library or a search tries: no warning.
-        for est in (DPLinearRegression(norm_bound=8.0),
-                    DPLinearRegression(norm_bound=10.0, fit_intercept=False),
+        # Not far beyond the labels' reach (4.5 and 5 times), without noise,
+        # other losses, and radii the library or a search tries: no warning.
+        for est in (DPLinearRegression(norm_bound=4.0),
+                    DPLinearRegression(norm_bound=5.0, fit_intercept=False),
                     DPLinearRegression(epsilon=np.inf),
                     DPHuberRegressor(),
                     DPLinearRegression(norm_bound="auto"),

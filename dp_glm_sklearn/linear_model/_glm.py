@@ -459,8 +459,10 @@ class DPLinearRegression(_DPRegressorBase):
 
     #: ``norm_bound`` warns when the ball's reach, ``norm_bound * X_aug``, is
     #: more than this many times the labels' half-range Y (see
-    #: :meth:`_large_reach_warning`).
-    _LARGE_REACH = 10.0
+    #: :meth:`_large_reach_warning`).  Not lower: the best radius of
+    #: ``benchmarks/model_selection.py``'s synthetic data reaches 3.1 Y (its
+    #: rows are shorter than ``feature_norm`` and not aligned with the model).
+    _LARGE_REACH = 5.0
 
     def _bound_warnings(self):
         return super()._bound_warnings() + self._large_reach_warning()
@@ -473,10 +475,11 @@ class DPLinearRegression(_DPRegressorBase):
         half-range Y the noise is mostly paid for predictions no label needs:
         on unit-scale labels the default ``norm_bound=10`` (reach 11.2 at
         ``feature_norm=1``) gave a median test R^2 of -0.92 at n = 1000,
-        epsilon 1, against 0.61 with ``norm_bound=1`` (0.73 non-private; 5 x 4
-        features, 5 seeds: a one-off check), and a user trial's labels in [-1,
-        1] with ``feature_norm=3.5`` R^2 -25 against 0.18 with
-        ``norm_bound="auto"``.  Parameters only; not for ``epsilon=inf``.
+        epsilon 1, against 0.61 with ``norm_bound=1`` (0.73 non-private; d =
+        5, 5 seeds: a one-off check); a user trial's labels in [-1, 1] with
+        ``feature_norm=3.5``, R^2 -25 against 0.18 with ``norm_bound="auto"``;
+        another's log incomes at a reach of 6.5 Y, R^2 -0.06 against 0.17 with
+        a radius 4x smaller.  Parameters only; not for ``epsilon=inf``.
         """
         if (not isinstance(self.norm_bound, Real) or isinstance(self.norm_bound, bool)
                 or not (isinstance(self.epsilon, Real) and self.epsilon < math.inf)):
