@@ -415,7 +415,12 @@ _PARAMS_SPLIT = """validation_fraction : float in (0, 1), default={validation_fr
         ``benchmarks/model_selection.py`` it gave the better test metric on
         every data set and epsilon, by far the most on small data
         (diabetes, 331 records), where a candidate trained on part of the
-        records at a fraction of the budget is very noisy."""
+        records at a fraction of the budget is very noisy.  The default,
+        ``False``, keeps the search to one release of the whole budget; for
+        a model to use, pass ``refit=True`` (in two user trials the chosen
+        candidate of ``refit=False`` did worse than the untuned defaults:
+        test AUC 0.790 against 0.813 at epsilon 1, log loss 0.832 against
+        0.822)."""
 
 _REFIT_REMEDY = "raise refit_share"
 
