@@ -13,6 +13,7 @@ from .model_selection import (
     dp_score,
     leaky_steps,
 )
+from .preprocessing import PublicRangeScaler
 from .privacy.accountant import (
     BudgetExceededError,
     PrivacyAccountant,
@@ -33,6 +34,7 @@ __all__ = [
     "DPRandomizedSearchCV",
     "PrivacyAccountant",
     "PrivacyLeakWarning",
+    "PublicRangeScaler",
     "default_accountant",
     "dp_score",
     "get_default_accountant",

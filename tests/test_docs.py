@@ -16,8 +16,6 @@ import pathlib
 import pickle
 import re
 import statistics
-import sys
-import types
 import warnings
 
 import numpy as np
@@ -238,14 +236,17 @@ def test_the_demo_prints_its_table_and_refuses_counts_below_one(capsys):
             assert "must be an integer >= 1" in capsys.readouterr().err
 
 
-def test_user_guide_pipeline_pickles(executed, monkeypatch):
+def test_user_guide_pipeline_pickles(executed):
     # Section 6's pipeline is pickled like any estimator (the guide said so, and
-    # its FunctionTransformer held a lambda, which pickle refuses).
-    _, ns, _ = block_with(executed["docs/user_guide.md"], "def scale_rows")
-    module = types.ModuleType("__docs__")  # where the blocks' functions live
-    module.__dict__.update(ns)
-    monkeypatch.setitem(sys.modules, "__docs__", module)
+    # its FunctionTransformer held a lambda, which pickle refuses; it now uses
+    # PublicRangeScaler, which its scikit-learn tag says needs no fit).
+    from sklearn.utils import get_tags
+
+    from dp_glm_sklearn import leaky_steps
+
+    _, ns, _ = block_with(executed["docs/user_guide.md"], "PublicRangeScaler(low=")
     pipe = ns["pipe"]
+    assert leaky_steps(pipe) == [] and not get_tags(ns["scale"]).requires_fit
     restored = pickle.loads(pickle.dumps(pipe))
     np.testing.assert_array_equal(restored.predict(ns["X_test"]), pipe.predict(ns["X_test"]))
 
