@@ -667,6 +667,8 @@ def test_a_1d_sparse_array_gets_the_2d_error_before_the_charge(make):
     try:
         X = getattr(sp, make)(np.arange(1.0, 31.0))
     except (TypeError, ValueError):
+        X = None
+    if X is None or X.ndim != 1:  # (scipy before 1.13 made it a row: shape (1, 30))
         pytest.skip("this scipy has no 1-D sparse arrays")
     y = np.linspace(-1, 1, 30)
     good = DPLinearRegression(feature_norm=1.0, y_bound=1.0, epsilon=1.0,
