@@ -4947,3 +4947,41 @@ def test_leaky_steps_of_a_transformed_target_regressor():
     for path in ("outer__standardscaler", "outer__transformedtargetregressor__transformer"):
         assert path in nested.get_params()
     assert leaky_steps(make_pipeline(Normalizer(), public)) == []
+
+
+@pytest.mark.parametrize("kind", ["grid", "random", "boosting"])
+@pytest.mark.parametrize("seed", [0, "generator", "randomstate"])
+def test_every_candidate_draws_its_own_noise(reg_data, monkeypatch, kind, seed):
+    # The candidates' composition (sqrt(K) mu) assumes independent noise: a
+    # mutant giving every candidate the first one's generator passed every
+    # test with a Generator or RandomState random_state (test-suite audit).
+    from dp_glm_sklearn.mechanisms import noisy_gd
+
+    draws = []
+    original = noisy_gd.add_gaussian_noise
+
+    def spy(value, sigma, rng):
+        noisy = original(value, sigma, rng)
+        draws.append(np.ravel((noisy - np.asarray(value)) / sigma))
+        return noisy
+
+    monkeypatch.setattr(noisy_gd, "add_gaussian_noise", spy)
+    # (Seed 1: the random search then draws K = 4 and 18 candidates; with 0, one.)
+    random_state = {"generator": np.random.default_rng(1),
+                    "randomstate": np.random.RandomState(1)}.get(seed, seed)
+    template = _reg(method="noisy_gd", norm_bound=1.0).set_params(max_iter=5)
+    if kind == "boosting":
+        wrapper = DPConfidenceBoosting(template, n_models=3)
+    else:  # three candidates of the same parameters
+        Search = DPGridSearchCV if kind == "grid" else DPRandomizedSearchCV
+        space = {"max_iter": [5, 5, 5]}
+        wrapper = (Search(template, space) if kind == "grid"
+                   else Search(template, space, mean_candidates=10.0))
+    wrapper.set_params(epsilon=1.0, delta=DELTA, random_state=random_state,
+                       accountant=PrivacyAccountant())
+    wrapper.fit(*reg_data)
+    fits = [np.concatenate(draws[i:i + 5]) for i in range(0, len(draws), 5)]
+    assert len(fits) >= 2 and len(draws) == 5 * len(fits)
+    for i in range(len(fits)):
+        for j in range(i):
+            assert not np.allclose(fits[i], fits[j])  # N(0, 1) draws: equal never by chance
