@@ -181,6 +181,45 @@ def test_refused_budget_trains_nothing_and_reads_no_data():
     assert not hasattr(search, "best_estimator_")
 
 
+class _Recorded:
+    """Data whose size is public and whose reads are recorded, not refused (a
+    refusal raised inside the library can be caught there, and the test then
+    saw nothing: test-suite audit)."""
+
+    def __init__(self, shape, reads):
+        self.shape, self._reads = shape, reads
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __getitem__(self, item):
+        self._reads.append("__getitem__")
+        return np.zeros(self.shape)[item]
+
+    def __iter__(self):
+        self._reads.append("__iter__")
+        return iter(np.zeros(self.shape))
+
+    def __array__(self, *args, **kwargs):
+        self._reads.append("__array__")
+        return np.zeros(self.shape)
+
+
+@pytest.mark.parametrize("make", [
+    lambda acc: _clf(epsilon=1.0, accountant=acc),
+    lambda acc: _clf(epsilon=1.0, norm_bound="auto", accountant=acc),
+    lambda acc: DPGridSearchCV(_clf(), GRID, epsilon=1.0, accountant=acc),
+    lambda acc: DPRandomizedSearchCV(_clf(), GRID, epsilon=1.0, accountant=acc),
+    lambda acc: DPConfidenceBoosting(_clf(), epsilon=1.0, accountant=acc),
+], ids=["estimator", "auto", "grid", "random", "boosting"])
+def test_a_refused_budget_reads_no_value_of_x_or_y(make):
+    reads = []
+    acc = PrivacyAccountant(epsilon=0.5, delta=DELTA)
+    with pytest.raises(BudgetExceededError):
+        make(acc).fit(_Recorded((500, 3), reads), _Recorded((500,), reads))
+    assert reads == [] and acc.history == []
+
+
 def test_grid_may_not_set_the_budget(clf_data):
     # random_state too: the search overwrote it with its own child seed, while
     # best_params_ reported the grid's value.
