@@ -815,7 +815,7 @@ def test_affordable_epsilon_checks_rtol_and_reads_detached_copies():
     saved = pickle.loads(blob)
     assert saved.detached
     assert saved.affordable_epsilon() == acc_value
-    with pytest.raises(RuntimeError):
+    with pytest.raises(RuntimeError, match="loaded from a pickle"):  # not a refusal
         saved.check([GaussianEvent(mu=0.1)])
 
 

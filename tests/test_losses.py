@@ -77,6 +77,34 @@ def test_smoothness_bounds_second_derivative(loss):
     assert np.all(dd / (2 * h) <= loss.smoothness + 1e-6)
 
 
+def _worst_curvature_point(loss):
+    """``(z, y, v)``: a point and unit direction where the curvature is largest."""
+    K = loss.n_outputs
+    if isinstance(loss, MultinomialLoss):
+        # Hessian diag(p) - p p^T: along (e1 - e2) / sqrt(2) at p = (1/2, 1/2,
+        # 0, ...) it is 1/2 (random points reached 0.33 only: test-suite audit).
+        z = np.full((1, K), -60.0)
+        z[0, :2] = 0.0
+        v = np.zeros((1, K))
+        v[0, :2] = [1.0, -1.0]
+        return z, np.array([0.0]), v / np.sqrt(2)
+    # Squared and Huber: 1 where the residual is small; logistic: 1/4 at z = 0.
+    return np.zeros((1, K)), np.array([1.0 if isinstance(loss, LogisticLoss) else 0.1]), \
+        np.ones((1, K))
+
+
+@pytest.mark.parametrize("loss", LOSSES, ids=repr)
+def test_declared_smoothness_is_attained(loss):
+    """The declared smoothness is the supremum, not just a bound: an
+    understated constant (output perturbation's certificate needs L >= H)
+    must fail here, where random points do not reach it."""
+    z, y, v = _worst_curvature_point(loss)
+    h = 1e-5
+    dd = np.sum((loss.derivative(z + h * v, y) - loss.derivative(z - h * v, y)) * v, axis=1)
+    curvature = float(dd[0] / (2 * h))
+    assert loss.smoothness * (1 - 1e-6) <= curvature <= loss.smoothness * (1 + 1e-6)
+
+
 def _sup_derivative(loss, B, X, Y, rng, n=2000):
     """Largest |phi'| seen on random and adversarial points of the bounds."""
     K = loss.n_outputs

@@ -1075,6 +1075,18 @@ def test_classifier_searches_select_on_the_brier_score_by_default(clf_data):
     assert acc.history == []
 
 
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_regression_loss_bound_with_a_one_sided_label_range(fit_intercept):
+    # Labels in (0, 400): centred on 200 with an intercept (Y = 200, X_aug =
+    # 1.118 X), taken as they are without one (Y = 400, X_aug = X).  The
+    # no-intercept case was untested: a mutant using 200 passed (audit).
+    est = DPLinearRegression(feature_norm=2.0, y_bound=(0.0, 400.0), norm_bound=3.0,
+                             fit_intercept=fit_intercept, epsilon=np.inf)
+    est.fit(np.eye(2), [100.0, 300.0])
+    x_aug, Y = (math.hypot(2.0, 1.0), 200.0) if fit_intercept else (2.0, 400.0)
+    assert _scores._glm_loss_bound(est) == pytest.approx(0.5 * (3.0 * x_aug + Y) ** 2)
+
+
 def test_logistic_loss_bound():
     est = _clf(norm_bound=2.0, epsilon=1.0).fit(np.eye(4), [0, 1, 0, 1])
     assert _scores._glm_loss_bound(est) == pytest.approx(

@@ -299,7 +299,7 @@ def test_gem_obeys_epsilon_on_neighbours(d, epsilon):
     # 300 (independent) pairs must stay at or below 0.25 epsilon; simulated on
     # 3000 pairs per case (other seeds), a pair does so with probability at most
     # 0.52 (common sensitivity, epsilon 0.2; 0.03 to 0.11 otherwise), so
-    # P < 0.52**300 < 1e-86.  Over 200 other seeds per case, the smallest worst
+    # P < 0.52**300 < 1e-85.  Over 200 other seeds per case, the smallest worst
     # was 0.40 epsilon.
     assert worst > 0.25 * epsilon
 

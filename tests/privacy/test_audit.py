@@ -198,7 +198,7 @@ def test_gem_never_exceeds_the_worst_case_on_k_candidates(k):
         # explores, not of privacy).  Seeded, so deterministic: it cannot fail
         # by chance at a given code.  Over 40 other seeds per (k, epsilon) the
         # smallest worst / epsilon was 0.536 (k = 3, epsilon = 8), none below
-        # 0.5: a seed drawn at random fails with probability below 7% (the 95%
+        # 0.5: a seed drawn at random fails with probability below 7.2% (the 95%
         # upper bound from 0 of 40), the risk a change of the draws runs.
         assert worst > epsilon / 2
 
