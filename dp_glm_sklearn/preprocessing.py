@@ -22,10 +22,14 @@ class PublicRangeScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     ``(x - (low + high) / 2) / ((high - low) / 2)``, then clipped to
     ``[-1, 1]`` (``clip=True``).  Every parameter is public (a documented
-    range), each row is transformed alone, and ``fit`` reads only the width
-    of X: the scaler learns nothing from the data, publishes nothing, and
-    the searches and :func:`~dp_glm_sklearn.leaky_steps` do not flag it
-    (its scikit-learn tag ``requires_fit`` is False).
+    range), each row is transformed alone, and ``fit`` keeps only the width
+    of X (and its column names; it checks that the values are numbers):
+    the scaler learns nothing from the data, publishes nothing, and the
+    searches and :func:`~dp_glm_sklearn.leaky_steps` do not flag it (its
+    scikit-learn tag ``requires_fit`` is False; not for a subclass, whose
+    ``fit`` may learn).  ``transform`` works before ``fit``;
+    ``get_feature_names_out`` and pandas or polars output need a fit (they
+    read the width and names from it).
 
     Centred ranges matter to the DP estimators: features all of one sign
     (ranges mapped to [0, 1]) share an offset that the intercept must cancel,
@@ -106,7 +110,8 @@ class PublicRangeScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             raise ValueError(
                 "PublicRangeScaler needs finite ranges with low < high for every feature; "
                 f"got low={self.low!r}, high={self.high!r}.")
-        return (low + high) / 2.0, (high - low) / 2.0
+        # (halves first: (low + high) / 2 overflows for ranges near 1e308)
+        return low / 2.0 + high / 2.0, high / 2.0 - low / 2.0
 
     def _check_clip(self):
         if not isinstance(self.clip, (bool, np.bool_)):
@@ -114,7 +119,7 @@ class PublicRangeScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
                              f"Got {self.clip!r} instead.")
 
     def fit(self, X, y=None):
-        """Check the ranges against the width of X; nothing is learned from its values.
+        """Check the ranges against the width of X; nothing is kept of its values.
 
         Parameters
         ----------
@@ -173,7 +178,10 @@ class PublicRangeScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.requires_fit = False  # transform needs the public ranges only
+        # transform needs the public ranges only; a subclass may learn in its
+        # fit (say, the data's minima and maxima) and keeps the default, so
+        # that the searches and leaky_steps flag it.
+        tags.requires_fit = type(self) is not PublicRangeScaler
         tags.input_tags.allow_nan = True
         tags.input_tags.sparse = True
         return tags

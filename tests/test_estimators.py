@@ -2090,12 +2090,13 @@ def test_a_norm_bound_far_too_large_for_least_squares_warns_before_the_charge():
         warnings.simplefilter("error")
         with pytest.raises(UserWarning, match=(
                 r"norm_bound=10.0 lets a prediction reach norm_bound \* X_aug = 11.2 from the "
-                r"centre of y_bound, 11.2 times the labels' half-range, 1\..*lower norm_bound "
-                r"towards it \(0.894 lets a row.*'auto'.*DPHuberRegressor")):
+                r"centre of y_bound, 11.2 times the labels' half-range, 1, for a row at "
+                r"feature_norm\..*lower feature_norm towards the rows' typical norm.*"
+                r"norm_bound towards the coefficients' norm.*'auto'.*DPHuberRegressor")):
             DPLinearRegression(feature_norm=1.0, y_bound=1.0, accountant=acc).fit(X, y)
         assert acc.history == []  # before the charge
         with pytest.raises(UserWarning, match=r"reach norm_bound \* X_aug = 5.5 from 0, 5.5 "
-                                              r"times the largest \|label\| y_bound allows, 1\."):
+                                              r"times the largest \|label\| y_bound allows, 1,"):
             DPLinearRegression(feature_norm=1.0, y_bound=1.0, norm_bound=5.5,
                                fit_intercept=False, accountant=acc).fit(X, y)
         assert acc.history == []

@@ -103,3 +103,26 @@ def test_dtypes_and_sparse_input():
 def test_bad_ranges_are_refused_naming_the_parameter(params, match):
     with pytest.raises(ValueError, match=match):
         PublicRangeScaler(**params).fit(_rows())
+
+
+def test_a_subclass_is_flagged_as_learning():
+    # Its fit may learn (a review's subclass took the data's minima and
+    # maxima and published them unflagged): only PublicRangeScaler itself is
+    # tagged as needing no fit.
+    class DataRangeScaler(PublicRangeScaler):
+        def fit(self, X, y=None):
+            self.low, self.high = np.min(X, axis=0), np.max(X, axis=0)
+            return super().fit(X, y)
+
+    clf = DPLogisticRegression(feature_norm=1.5, classes=[0, 1])
+    assert leaky_steps(make_pipeline(DataRangeScaler(), clf)) == [
+        "'datarangescaler' (DataRangeScaler)"]
+    assert leaky_steps(make_pipeline(PublicRangeScaler(), clf)) == []
+
+
+def test_ranges_near_the_float_limit_do_not_overflow():
+    # (low + high) / 2 overflowed to inf: every value came out -1 or 0.
+    out = PublicRangeScaler(low=-1e308, high=1e308).fit_transform([[-1e308, 5e307, 1e308]])
+    np.testing.assert_allclose(out, [[-1.0, 0.5, 1.0]])
+    out = PublicRangeScaler(low=1e308, high=1.7e308).fit_transform([[1.35e308, 1.7e308, 1e308]])
+    np.testing.assert_allclose(out, [[0.0, 1.0, -1.0]])

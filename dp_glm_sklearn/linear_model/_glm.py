@@ -499,13 +499,13 @@ class DPLinearRegression(_DPRegressorBase):
         radius = float(self.norm_bound)
         return [f"DPLinearRegression: norm_bound={radius!r} lets a prediction reach "
                 f"norm_bound * X_aug = {reach:.3g} from {origin}, {reach / half_range:.3g} "
-                f"times {labels}, {half_range:.6g}. Least squares' noise grows "
-                "with that reach (its gradient bound is (norm_bound * X_aug + Y) * X_aug), "
-                "so a ball much larger than the coefficients need costs accuracy. If their "
-                "norm is known to be smaller, lower norm_bound towards it "
-                f"({half_range / x_aug:.3g} lets a row at feature_norm reach the ends of "
-                "y_bound); or use norm_bound='auto', or DPHuberRegressor, whose noise does "
-                "not grow with norm_bound."]
+                f"times {labels}, {half_range:.6g}, for a row at feature_norm. Least "
+                "squares' noise grows with that reach (its gradient bound is (norm_bound * "
+                "X_aug + Y) * X_aug), so bounds much larger than the data need cost "
+                "accuracy: lower feature_norm towards the rows' typical norm (longer rows "
+                "are clipped), or norm_bound towards the coefficients' norm if it is known "
+                "to be smaller; or use norm_bound='auto', or DPHuberRegressor, whose noise "
+                "does not grow with norm_bound."]
 
 
 @_fill(**_params(
