@@ -2134,7 +2134,17 @@ def test_a_norm_bound_far_too_large_for_least_squares_warns_before_the_charge():
                    DPConfidenceBoosting(auto), DPGridSearchCV(auto, {"max_iter": [5, 10]}),
                    DPRandomizedSearchCV(auto, {"max_iter": [5, 10]})):
         assert flagged(search) == [], search
-    # ... but a stated radius is, once, wherever the search keeps it.
+    # ... unless every radius that could be tried is (then the smallest is
+    # named, once: a review found an all-too-large grid silent) ...
+    for search, smallest in ((DPGridSearchCV(stated, {"norm_bound": [50.0, 20.0]}), "20.0"),
+                             (DPGridSearchCV(stated, {"norm_bound": [50.0]}), "50.0"),
+                             (DPRandomizedSearchCV(stated, {"norm_bound": [50.0, 20.0]}),
+                              "20.0"),
+                             (DPRandomizedSearchCV(stated, {"norm_bound": loguniform(20, 100)}),
+                              "20.0")):
+        assert flagged(search) == [f"DPLinearRegression: norm_bound={smallest} lets a pr"], \
+            search
+    # ... and a stated radius is, once, wherever the search keeps it.
     for search in (DPGridSearchCV(stated, {"max_iter": [5, 10]}),
                    DPGridSearchCV(stated, [{"norm_bound": [1.0, 2.0]}, {"max_iter": [5, 10]}]),
                    DPRandomizedSearchCV(stated, {"max_iter": [5, 10]}),

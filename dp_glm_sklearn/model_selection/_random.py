@@ -43,6 +43,7 @@ from ._search import (
     _PARAMS_RUN,
     _PARAMS_SPLIT,
     _VALIDATION_FRACTION,
+    _all_too_large,
     _BaseDPSearch,
     _candidate_privacy,
     _child_seeds,
@@ -493,17 +494,37 @@ class DPRandomizedSearchCV(_BaseDPSearch):
         (:meth:`_possible_candidates`: every listed value, a public draw of
         each distribution), a function of ``param_distributions`` only, never
         the draws: K stays secret."""
-        messages = {}
-        for setting in self._possible_candidates(None, slot):
+        messages, searched, key = {}, {}, slot.key("norm_bound")
+        settings = list(self._possible_candidates(None, slot))
+        for setting in settings + [{key: low} for low in self._lowest_radii(key)]:
             owner = slot.owner(_with_params(self.estimator, setting))
             bound_warnings = getattr(owner, "_bound_warnings", None)
             found = bound_warnings() if bound_warnings else []
-            if slot.key("norm_bound") in setting or owner.get_params().get("norm_bound") == "auto":
-                # A searched radius (or "auto"'s): not "far too large" (_check_public_plans).
-                found = [m for m in found if m not in _large_reach(owner)]
+            if key in setting or owner.get_params().get("norm_bound") == "auto":
+                # A searched radius (or "auto"'s): not "far too large" unless
+                # every one is (_check_public_plans).
+                large = _large_reach(owner)
+                found = [m for m in found if m not in large]
+                searched[owner.get_params().get("norm_bound")] = large
             messages.update(dict.fromkeys(found))
+        messages.update(dict.fromkeys(_all_too_large(searched)))
         for message in messages:
             warn_user(message, UserWarning)
+
+    def _lowest_radii(self, key):
+        """The lower end of each distribution of ``norm_bound`` (``key``) that
+        states one (scipy's ``support()``), finite and positive: with the
+        listed values and the public draws, what decides whether every
+        radius that could be drawn is far too large.  Parameters only."""
+        spaces = self.param_distributions
+        for space in spaces if isinstance(spaces, (list, tuple)) else [spaces]:
+            support = getattr(space.get(key), "support", None)
+            try:
+                low = float(support()[0]) if callable(support) else None
+            except Exception:  # (a support() of another kind: not used)
+                low = None
+            if low is not None and 0.0 < low < math.inf:
+                yield low
 
     def _plan(self, n_samples):
         epsilon, delta = target_privacy(self, n_samples)

@@ -278,6 +278,17 @@ def _large_reach(estimator):
     return check() if check is not None else []
 
 
+def _all_too_large(searched):
+    """The smallest radius's far-too-large warning when every searched radius
+    of ``searched`` (radius: its warnings) has one; else none.  ("auto" picks
+    its own radii, the smallest of them small: never all too large.)"""
+    radii = {radius: large for radius, large in searched.items()
+             if isinstance(radius, Real) and not isinstance(radius, bool)}
+    if not radii or not all(radii.values()) or len(radii) < len(searched):
+        return []
+    return radii[min(radii)]
+
+
 def _planned_fits(plans, fits, classes, train_sizes):
     """Every fit the plans will run, before the charge: ``(estimator, n_samples,
     epsilon, delta, n_features, classes, sparse, on_part)``.
@@ -755,8 +766,9 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
         (indices: a ``norm_bound`` set by the grid or the distributions, or
         ``"auto"``, whose radii the library picks) a radius's warning that it
         is far larger than the labels need is not shown: the range is
-        searched, and the selection weighs it."""
-        caught = []
+        searched, and the selection weighs it, unless every searched radius
+        is (then the smallest one's is shown)."""
+        caught, searched = [], {}
         for index, plan in enumerate(plans):
             for fit_probe, n_samples, epsilon, delta, width, own, sparse, on_part in \
                     _planned_fits([plan], fits, classes, train_sizes):
@@ -764,8 +776,11 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                                                       sparse, parallel if on_part else 1)
                 messages = fit_probe._plan_warnings(method, width)
                 if index in searched_radii:
-                    messages = [m for m in messages if m not in _large_reach(fit_probe)]
+                    large = _large_reach(fit_probe)
+                    messages = [m for m in messages if m not in large]
+                    searched[fit_probe.get_params().get("norm_bound")] = large
                 caught += [(UserWarning, m) for m in messages]
+        caught += [(UserWarning, m) for m in _all_too_large(searched)]
         self._show_candidate_warnings(caught)
 
     def _check_loss_bounds(self, plans, fits, classes, n_val, train_sizes):
