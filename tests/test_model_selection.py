@@ -4998,6 +4998,13 @@ def test_leaky_steps_of_a_transformed_target_regressor():
     for path in ("outer__standardscaler", "outer__transformedtargetregressor__transformer"):
         assert path in nested.get_params()
     assert leaky_steps(make_pipeline(Normalizer(), public)) == []
+    # Around a search, the paths go through its estimator (as set_params takes them).
+    searched = TransformedTargetRegressor(
+        DPGridSearchCV(make_pipeline(StandardScaler(), _reg()),
+                       {"dplinearregression__norm_bound": [1.0, 2.0]}), func=np.log1p,
+        inverse_func=np.expm1)
+    assert leaky_steps(searched) == ["'regressor__estimator__standardscaler' (StandardScaler)"]
+    assert "regressor__estimator__standardscaler" in searched.get_params()
 
 
 @pytest.mark.parametrize("kind", ["grid", "random", "boosting"])

@@ -175,8 +175,11 @@ def leaky_steps(estimator):
             last = last.steps[-1][1]
         if isinstance(last, TransformedTargetRegressor):
             transformer = last.transformer
+            # (a search's parts are listed relative to the estimator it fits)
+            inner = "regressor__estimator__" if isinstance(last.regressor, _BaseDPSearch) \
+                else "regressor__"
             return _leaky(head) + [
-                f"'{prefix}regressor__{part[1:]}" for part in leaky_steps(last.regressor)] + (
+                f"'{prefix}{inner}{part[1:]}" for part in leaky_steps(last.regressor)] + (
                 [f"'{prefix}transformer' ({type(transformer).__name__})"]
                 if transformer is not None and _learns(transformer) else [])
     slot = _find_dp_slot(estimator)
