@@ -21,6 +21,7 @@ the data (step 3) are in :mod:`dp_glm_sklearn._validation`; which generator
 a fit draws its noise from, in :mod:`dp_glm_sklearn._randomness`.
 """
 
+import math
 from numbers import Integral, Real
 
 import numpy as np
@@ -476,6 +477,11 @@ class _BaseDPGLM(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, BaseEst
         if not self.fit_intercept:
             return 0.0
         return 0.5 * self._feature_norm()
+
+    def _augmented_feature_norm(self):
+        """``X_aug = sqrt(feature_norm**2 + c**2)``: the norm bound of a clipped
+        row with its constant feature (``feature_norm`` without an intercept)."""
+        return math.hypot(self._feature_norm(), self._intercept_feature(0))
 
     def _set_coef(self, theta, problem, y_offset, dtype=np.float64):
         """``coef_`` and ``intercept_`` from theta, in X's dtype (float32 X: float32 model,

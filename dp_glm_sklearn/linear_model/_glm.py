@@ -486,10 +486,7 @@ class DPLinearRegression(_DPRegressorBase):
             return []
         try:
             _, half_range, _ = self._public_loss()
-            x_aug = float(self._feature_norm())
-            if self.fit_intercept:
-                x_aug = math.hypot(x_aug, self._intercept_feature(1))
-            reach = float(self.norm_bound) * x_aug
+            reach = float(self.norm_bound) * self._augmented_feature_norm()
         except (ValueError, TypeError, OverflowError):
             return []  # malformed bounds: refused with their own errors
         if not (math.isfinite(reach) and reach > self._LARGE_REACH * half_range):

@@ -67,8 +67,7 @@ def _auto_norm_bound_search(estimator, n_samples, epsilon, delta, accountant=Non
     """The unfitted :class:`DPGridSearchCV` that ``norm_bound="auto"`` runs
     on ``n_samples`` records at (epsilon, delta); public, as its grid.
     ``accountant``: the one it charges (None: the estimator's)."""
-    c = estimator._intercept_feature(0)
-    x_aug = math.hypot(estimator._feature_norm(), c)
+    x_aug = estimator._augmented_feature_norm()
     if is_classifier(estimator):
         smoothness, unit = 0.25, 1.0 / x_aug
     else:

@@ -103,12 +103,6 @@ def _regression_interval(owner, scoring):
     return owner._y_interval()
 
 
-def _augmented_feature_norm(owner):
-    X = owner._feature_norm()
-    c = owner._intercept_feature(owner.n_features_in_)
-    return math.hypot(X, c)
-
-
 def _glm_loss_bound(owner):
     """Sup of the training loss over the constraint ball and the public bounds.
 
@@ -123,7 +117,7 @@ def _glm_loss_bound(owner):
     every candidate.
     """
     B = float(getattr(owner, "norm_bound_", owner.norm_bound))
-    bz = B * _augmented_feature_norm(owner)
+    bz = B * owner._augmented_feature_norm()
     if is_classifier(owner):
         k = len(owner.classes_)
         if k == 2:
