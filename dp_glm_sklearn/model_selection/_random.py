@@ -47,8 +47,9 @@ from ._search import (
     _BaseDPSearch,
     _candidate_privacy,
     _child_seeds,
-    _large_reach,
+    _radius_searched,
     _restore_accountant,
+    _without_large_reach,
 )
 from ._slot import (
     _check_grid_keys,
@@ -500,12 +501,9 @@ class DPRandomizedSearchCV(_BaseDPSearch):
             owner = slot.owner(_with_params(self.estimator, setting))
             bound_warnings = getattr(owner, "_bound_warnings", None)
             found = bound_warnings() if bound_warnings else []
-            if key in setting or owner.get_params().get("norm_bound") == "auto":
-                # A searched radius (or "auto"'s): not "far too large" unless
-                # every one is (_check_public_plans).
-                large = _large_reach(owner)
-                found = [m for m in found if m not in large]
-                searched[owner.get_params().get("norm_bound")] = large
+            if _radius_searched(slot, setting, owner):
+                # Not "far too large" unless every one is (_check_public_plans).
+                found = _without_large_reach(owner, found, searched)
             messages.update(dict.fromkeys(found))
         messages.update(dict.fromkeys(_all_too_large(searched)))
         for message in messages:

@@ -271,11 +271,21 @@ def _writable(a):
     return a
 
 
-def _large_reach(estimator):
-    """The warning that ``estimator``'s stated ``norm_bound`` is far larger than
-    its labels need (``DPLinearRegression`` only; ``[]`` for the others)."""
+def _radius_searched(slot, params, owner):
+    """Whether the ``norm_bound`` of the setting ``params`` (whose DP estimator
+    is ``owner``) is searched: set by the grid or the distributions, or
+    ``"auto"``, whose radii the library picks."""
+    return slot.key("norm_bound") in params or owner.get_params().get("norm_bound") == "auto"
+
+
+def _without_large_reach(estimator, messages, searched):
+    """``messages`` without ``estimator``'s warning that its (searched)
+    ``norm_bound`` is far larger than its labels need (``DPLinearRegression``
+    only), which is kept in ``searched`` by radius for :func:`_all_too_large`."""
     check = getattr(estimator, "_large_reach_warning", None)
-    return check() if check is not None else []
+    large = check() if check is not None else []
+    searched[estimator.get_params().get("norm_bound")] = large
+    return [m for m in messages if m not in large]
 
 
 def _all_too_large(searched):
@@ -737,8 +747,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
             # failed after the charge).  (JL's working memory depends on X's
             # storage; after preprocessing it may differ between parts: None,
             # either.)
-            if slot.key("norm_bound") in params or \
-                    probe.get_params().get("norm_bound") == "auto":
+            if _radius_searched(slot, params, probe):
                 searched_radii.add(len(plans))
             plans.append((probe, X_checked.shape[1], frozenset(widths),
                           sp.issparse(X_checked) if head is None else None))
@@ -776,9 +785,7 @@ class _BaseDPSearch(_IndependentNoiseOnCloneMixin, _DefaultAccountantMixin, Meta
                                                       sparse, parallel if on_part else 1)
                 messages = fit_probe._plan_warnings(method, width)
                 if index in searched_radii:
-                    large = _large_reach(fit_probe)
-                    messages = [m for m in messages if m not in large]
-                    searched[fit_probe.get_params().get("norm_bound")] = large
+                    messages = _without_large_reach(fit_probe, messages, searched)
                 caught += [(UserWarning, m) for m in messages]
         caught += [(UserWarning, m) for m in _all_too_large(searched)]
         self._show_candidate_warnings(caught)
