@@ -16,6 +16,9 @@ from sklearn.utils.validation import check_array, validate_data
 
 __all__ = ["PublicRangeScaler"]
 
+#: The input both methods take: CSR or dense, floats, NaN passed through.
+_INPUT = dict(accept_sparse="csr", ensure_all_finite="allow-nan", dtype=(np.float64, np.float32))
+
 
 class PublicRangeScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Scale each feature from a public range ``[low, high]`` onto ``[-1, 1]``.
@@ -134,8 +137,7 @@ class PublicRangeScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             The scaler.
         """
         self._check_clip()
-        X = validate_data(self, X, accept_sparse="csr", ensure_all_finite="allow-nan",
-                          dtype=(np.float64, np.float32))
+        X = validate_data(self, X, **_INPUT)
         self._ranges(X.shape[1])  # refused here, before any estimator downstream
         return self
 
@@ -153,8 +155,7 @@ class PublicRangeScaler(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
             The scaled rows (float64, or float32 for float32 X).
         """
         self._check_clip()
-        options = dict(accept_sparse="csr", ensure_all_finite="allow-nan",
-                       dtype=(np.float64, np.float32), copy=True)
+        options = dict(_INPUT, copy=True)
         if hasattr(self, "n_features_in_"):  # fitted: the same width and names
             X = validate_data(self, X, reset=False, **options)
         else:  # (requires_fit is False: transform needs the public ranges only)
